@@ -1,0 +1,57 @@
+# The two commands a newcomer needs: `make demo` and `make test`. `make help` lists the rest.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
+PYTEST := $(PY) -m pytest
+
+.PHONY: help
+help: ## list every target
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found %s): install it and retry." % sys.version.split()[0])'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	@rm -f $(VENV)/.installed-* && touch $@
+
+.PHONY: venv
+venv: $(STAMP) ## create the virtualenv and install the pinned dependencies
+
+.PHONY: fetch
+fetch: venv ## download the Kafka broker and the Spark Kafka connector jars (cached in .cache/)
+	$(PY) -m deploy fetch
+
+.PHONY: up down status wipe settings
+up: venv ## start the embedded local stack: Kafka (KRaft) and Redis on 127.0.0.1, topics created
+	$(PY) -m deploy up
+down: ## stop the local stack
+	@test -x $(PY) && $(PY) -m deploy down || true
+status: venv ## show what is running
+	$(PY) -m deploy status
+wipe: ## stop the local stack and delete its data (keeps downloads)
+	$(PY) -m deploy wipe
+settings: venv ## list every setting and its environment variable
+	$(PY) -m deploy settings
+
+.PHONY: test test-unit test-integration e2e
+test: fetch ## the whole test suite (starts the local stack itself)
+	$(PYTEST) tests
+test-unit: venv ## unit tests only: no services, seconds
+	$(PYTEST) -m unit tests
+test-integration: fetch ## integration tests against the real broker, Redis and Spark
+	$(PYTEST) -m integration tests
+e2e: fetch ## end-to-end tests against the local stack
+	$(PYTEST) -m e2e tests
+
+.PHONY: demo
+demo: fetch ## the whole diamond on the local stack (see README)
+	$(PY) -m demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE))
+
+.PHONY: clean
+clean: down ## remove the venv, downloads and run-time data
+	rm -rf $(VENV) .cache .run .pytest_cache .hypothesis

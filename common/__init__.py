@@ -1,0 +1,1 @@
+"""Code shared by every service: settings, event contracts, Kafka/Spark client helpers."""

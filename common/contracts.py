@@ -1,0 +1,239 @@
+"""The event contracts of design.md section 2, as plain Python: the reference every component checks against.
+
+``validate_transaction`` is the specification of a valid transaction. The Spark runner implements the
+same rules natively (``detectors/parsing.py``) and a property-based test holds the two to agreement.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any, Iterable
+
+# ---------------------------------------------------------------------------------------------
+# Transactions (topic `transactions`, key = card_id)
+# ---------------------------------------------------------------------------------------------
+
+ID_FIELDS = ("txn_id", "card_id", "customer_id", "merchant_id", "terminal_id")
+REQUIRED_FIELDS = ID_FIELDS + ("amount", "currency", "event_time", "channel", "mcc")
+OPTIONAL_FIELDS = ("lat", "lon")  # number or null; null for e-commerce
+CHANNELS = ("pos", "ecom", "atm")
+
+MAX_VALUE_BYTES = 16 * 1024          # a transaction is ~300 bytes; anything this big is not one
+MAX_ID_LENGTH = 128
+MIN_EVENT_TIME = datetime(2000, 1, 1, tzinfo=timezone.utc)
+MAX_FUTURE_SKEW = timedelta(days=1)  # event time may lead the broker's record timestamp by at most this
+
+EVENT_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+EVENT_TIME_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSX"  # the same format for Spark's to_timestamp
+CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
+MCC_RE = re.compile(r"^\d{4}$")
+PAN_LIKE_RE = re.compile(r"^\d{13,19}$")
+
+
+class ContractError(ValueError):
+    """A record breaks the transaction contract; the message is the reason stored in the DLQ."""
+
+
+def format_event_time(moment: datetime) -> str:
+    """ISO-8601 UTC with milliseconds and a Z: ``2026-11-22T10:15:30.123Z``."""
+    moment = moment.astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_event_time(text: str) -> datetime:
+    if not isinstance(text, str) or not EVENT_TIME_RE.match(text):
+        raise ContractError(f"event_time is not ISO-8601 UTC with milliseconds: {str(text)[:40]!r}")
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise ContractError(f"event_time is not a real date: {text!r}") from None
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = int(ch)
+        if i % 2 == 1:
+            d = d * 2 - 9 if d > 4 else d * 2
+        total += d
+    return total % 10 == 0
+
+
+def looks_like_pan(value: str) -> bool:
+    return bool(PAN_LIKE_RE.match(value)) and luhn_valid(value)
+
+
+def validate_transaction(txn: Any, key: bytes | str | None = None,
+                         record_time: datetime | None = None) -> dict:
+    """Check one decoded transaction against the contract and return it normalised.
+
+    Raises ``ContractError`` with the first broken rule. ``key`` (the Kafka record key), when given,
+    must equal ``card_id``; ``record_time`` (the broker's timestamp), when given, bounds how far in the
+    future ``event_time`` may be.
+    """
+    if not isinstance(txn, dict):
+        raise ContractError(f"value is a JSON {type(txn).__name__}, not an object")
+    for name in REQUIRED_FIELDS:
+        if name not in txn:
+            raise ContractError(f"missing required field {name}")
+        if txn[name] is None:
+            raise ContractError(f"required field {name} is null")
+    for name in ID_FIELDS + ("currency", "event_time", "channel", "mcc"):
+        if not isinstance(txn[name], str):
+            raise ContractError(f"{name} must be a string, got {_json_type(txn[name])}")
+    for name in ID_FIELDS:
+        if not txn[name].strip():
+            raise ContractError(f"{name} is empty")
+        if len(txn[name]) > MAX_ID_LENGTH:
+            raise ContractError(f"{name} is longer than {MAX_ID_LENGTH} characters")
+    if looks_like_pan(txn["card_id"]):
+        raise ContractError("card_id looks like a card number (PAN); cards must be tokens")
+
+    amount = txn["amount"]
+    if isinstance(amount, bool) or not isinstance(amount, (int, float, Decimal)):
+        raise ContractError(f"amount must be a number, got {_json_type(amount)}")
+    if isinstance(amount, float) and not math.isfinite(amount) or (
+            isinstance(amount, Decimal) and not amount.is_finite()):
+        raise ContractError("amount is not finite")
+    if amount < 0:
+        raise ContractError(f"amount is negative: {amount}")
+    if _decimal_places(amount) > 2:
+        raise ContractError(f"amount has more than 2 decimals: {amount}")
+
+    if not CURRENCY_RE.match(txn["currency"]):
+        raise ContractError(f"currency is not an ISO 4217 code: {txn['currency'][:10]!r}")
+    if txn["channel"] not in CHANNELS:
+        raise ContractError(f"channel must be one of {', '.join(CHANNELS)}: {txn['channel'][:10]!r}")
+    if not MCC_RE.match(txn["mcc"]):
+        raise ContractError(f"mcc is not a 4-digit merchant category code: {txn['mcc'][:10]!r}")
+
+    moment = parse_event_time(txn["event_time"])
+    if moment < MIN_EVENT_TIME:
+        raise ContractError(f"event_time is absurdly far in the past: {txn['event_time']}")
+    if record_time is not None and moment > record_time + MAX_FUTURE_SKEW:
+        raise ContractError(f"event_time is more than {MAX_FUTURE_SKEW.days} day ahead of the record: "
+                            f"{txn['event_time']}")
+
+    for name, bound in (("lat", 90), ("lon", 180)):
+        value = txn.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+            raise ContractError(f"{name} must be a number or null, got {_json_type(value)}")
+        if not (-bound <= value <= bound):
+            raise ContractError(f"{name} is out of range: {value}")
+
+    if key is not None:
+        key_text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
+        if key_text != txn["card_id"]:
+            raise ContractError("record key does not match card_id")
+
+    normalised = dict(txn)
+    normalised["amount"] = float(amount)
+    for name in OPTIONAL_FIELDS:
+        normalised[name] = None if txn.get(name) is None else float(txn[name])
+    return normalised
+
+
+def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
+                       record_time: datetime | None = None) -> dict:
+    """Bytes from Kafka (or a JSONL line) to a validated transaction; ``ContractError`` otherwise."""
+    if raw is None or len(raw) == 0:
+        raise ContractError("empty value")
+    if len(raw) > MAX_VALUE_BYTES:
+        raise ContractError(f"value is oversized: {len(raw)} bytes > {MAX_VALUE_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ContractError("value is not valid UTF-8") from None
+    try:
+        obj = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise ContractError("value is not valid JSON") from None
+    return validate_transaction(obj, key=key, record_time=record_time)
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-standard JSON constant {name}")
+
+
+def _decimal_places(amount: int | float | Decimal) -> int:
+    if isinstance(amount, int):
+        return 0
+    try:
+        exponent = Decimal(str(amount)).normalize().as_tuple().exponent
+    except InvalidOperation:
+        return 99
+    return max(0, -exponent) if isinstance(exponent, int) else 99
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float, Decimal)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+# ---------------------------------------------------------------------------------------------
+# Alerts (topic `alerts`, key = card_id)
+# ---------------------------------------------------------------------------------------------
+
+ALERT_FIELDS = ("alert_id", "detector", "detector_version", "card_id", "txn_ids", "event_time",
+                "detected_at", "score", "reason", "evidence")
+
+
+def alert_id(detector: str, txn_ids: Iterable[str]) -> str:
+    """Deterministic id of a finding: the same detector naming the same transactions, the same id.
+
+    The Spark detectors compute it natively as ``sha2(detector || ':' || concat_ws('|', txn_ids), 256)``
+    cut to 32 hex characters; this is the same function in Python.
+    """
+    material = f"{detector}:{'|'.join(txn_ids)}"
+    return hashlib.sha256(material.encode("utf-8")).hexdigest()[:32]
+
+
+def validate_alert(alert: dict) -> dict:
+    missing = [name for name in ALERT_FIELDS if name not in alert]
+    if missing:
+        raise ContractError(f"alert misses fields {missing}")
+    if not isinstance(alert["txn_ids"], list) or not alert["txn_ids"]:
+        raise ContractError("txn_ids must be a non-empty list")
+    if not 0.0 <= float(alert["score"]) <= 1.0:
+        raise ContractError(f"score out of 0..1: {alert['score']}")
+    if alert["alert_id"] != alert_id(alert["detector"], alert["txn_ids"]):
+        raise ContractError("alert_id is not the deterministic id of detector and txn_ids")
+    if not isinstance(alert["evidence"], dict):
+        raise ContractError("evidence must be an object")
+    parse_event_time(alert["event_time"])
+    return alert
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference profiles in Redis (written by `python -m producers load-reference`, read by the enricher)
+# ---------------------------------------------------------------------------------------------
+
+def customer_key(customer_id: str) -> str:
+    """Redis hash: segment, home_lat, home_lon, mean_amount, std_amount."""
+    return f"profile:customer:{customer_id}"
+
+
+def card_key(card_id: str) -> str:
+    """Redis hash: customer_id, issued (date), status."""
+    return f"profile:card:{card_id}"
+
+
+def merchant_key(merchant_id: str) -> str:
+    """Redis hash: name, mcc, category, lat, lon (lat/lon empty for e-commerce merchants)."""
+    return f"profile:merchant:{merchant_id}"

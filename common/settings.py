@@ -1,0 +1,127 @@
+"""Every setting of the project, in one place.
+
+Each field has a default that works with the embedded local stack (``make up``) and names the
+environment variable that overrides it, so nothing else in the code base hard-codes a host, a port,
+a topic or a path. Read the settings with ``get_settings()``; tests build their own ``Settings`` with
+``Settings.from_env(overrides)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(name: str, default: Any) -> Any:
+    """A dataclass field whose value comes from the environment variable ``name``."""
+    return field(default=default, metadata={"env": name})
+
+
+@dataclass(frozen=True)
+class Settings:
+    # --- Kafka ---------------------------------------------------------------------------------
+    kafka_bootstrap: str = _env("FRAUD_KAFKA_BOOTSTRAP", "127.0.0.1:19092")
+    kafka_security_protocol: str = _env("FRAUD_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT")
+    kafka_sasl_mechanism: str = _env("FRAUD_KAFKA_SASL_MECHANISM", "")  # e.g. SCRAM-SHA-512
+    kafka_sasl_username: str = _env("FRAUD_KAFKA_SASL_USERNAME", "")
+    kafka_sasl_password: str = _env("FRAUD_KAFKA_SASL_PASSWORD", "")
+    kafka_ssl_cafile: str = _env("FRAUD_KAFKA_SSL_CAFILE", "")
+    kafka_ssl_check_hostname: bool = _env("FRAUD_KAFKA_SSL_CHECK_HOSTNAME", True)
+
+    # --- Topics (names and partition counts of design.md section 1) -------------------------------
+    topic_transactions: str = _env("FRAUD_TOPIC_TRANSACTIONS", "transactions")
+    topic_labels: str = _env("FRAUD_TOPIC_LABELS", "transactions.labels")
+    topic_dlq: str = _env("FRAUD_TOPIC_DLQ", "transactions.dlq")
+    topic_alerts: str = _env("FRAUD_TOPIC_ALERTS", "alerts")
+    topic_alert_markers: str = _env("FRAUD_TOPIC_ALERT_MARKERS", "alerts.markers")
+    topic_alerts_enriched: str = _env("FRAUD_TOPIC_ALERTS_ENRICHED", "alerts.enriched")
+    topic_cases: str = _env("FRAUD_TOPIC_CASES", "cases")
+    partitions_transactions: int = _env("FRAUD_PARTITIONS_TRANSACTIONS", 12)
+    partitions_alerts: int = _env("FRAUD_PARTITIONS_ALERTS", 6)
+    partitions_dlq: int = _env("FRAUD_PARTITIONS_DLQ", 3)
+    replication_factor: int = _env("FRAUD_REPLICATION_FACTOR", 1)
+
+    # --- Redis ---------------------------------------------------------------------------------
+    redis_url: str = _env("FRAUD_REDIS_URL", "redis://127.0.0.1:16379/0")
+
+    # --- Spark ---------------------------------------------------------------------------------
+    spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
+    spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 2)
+    spark_driver_memory: str = _env("FRAUD_SPARK_DRIVER_MEMORY", "2g")
+    spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
+
+    # --- Local state (all git-ignored) ---------------------------------------------------------
+    run_dir: Path = _env("FRAUD_RUN_DIR", REPO_ROOT / ".run")
+    cache_dir: Path = _env("FRAUD_CACHE_DIR", REPO_ROOT / ".cache")
+    checkpoint_root: Path = _env("FRAUD_CHECKPOINT_ROOT", REPO_ROOT / ".run" / "checkpoints")
+    model_registry: Path = _env("FRAUD_MODEL_REGISTRY", REPO_ROOT / "models" / "registry")
+
+    # --- Embedded local stack ------------------------------------------------------------------
+    local_kafka_controller_port: int = _env("FRAUD_LOCAL_KAFKA_CONTROLLER_PORT", 19093)
+    local_kafka_heap: str = _env("FRAUD_LOCAL_KAFKA_HEAP", "768m")
+    kafka_version: str = _env("FRAUD_KAFKA_VERSION", "4.1.1")
+
+    @classmethod
+    def from_env(cls, overrides: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] | None = None) -> "Settings":
+        """Defaults, then environment variables, then explicit ``overrides`` (by field name)."""
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            raw = environ.get(f.metadata["env"])
+            if raw is not None:
+                values[f.name] = _coerce(f.name, type(f.default), raw)
+        values.update(overrides or {})
+        return cls(**values)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def kafka_host(self) -> str:
+        return self.kafka_bootstrap.split(",")[0].rsplit(":", 1)[0]
+
+    @property
+    def kafka_port(self) -> int:
+        return int(self.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
+
+    def describe(self) -> list[tuple[str, str, str]]:
+        """(environment variable, value, field) rows, secrets masked: for ``--help`` and docs."""
+        rows = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if "password" in f.name and value:
+                value = "***"
+            rows.append((f.metadata["env"], str(value), f.name))
+        return rows
+
+
+def _coerce(name: str, kind: type, raw: str) -> Any:
+    if kind is bool:
+        lowered = raw.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True
+        if lowered in {"0", "false", "no", "off"}:
+            return False
+        raise ValueError(f"setting {name}: expected true/false, got {raw!r}")
+    if kind is int:
+        try:
+            return int(raw)
+        except ValueError:
+            raise ValueError(f"setting {name}: expected an integer, got {raw!r}") from None
+    if kind is float:
+        return float(raw)
+    if issubclass(kind, Path):
+        return Path(raw).expanduser()
+    return raw
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_env()

@@ -1,0 +1,1 @@
+"""The embedded local stack (``python -m deploy``) and the docker compose deployment."""

@@ -1,0 +1,49 @@
+"""``python -m deploy up|down|status|settings|wipe``: manage the embedded local stack."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from common.settings import get_settings
+from deploy import local_stack
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deploy", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="fetch what is missing, start Kafka and Redis, create the topics")
+    sub.add_parser("down", help="stop Kafka and Redis")
+    sub.add_parser("status", help="show what is running")
+    sub.add_parser("wipe", help="stop the stack and delete its data (keeps downloads)")
+    sub.add_parser("fetch", help="download the broker and the Spark connector jars only")
+    sub.add_parser("settings", help="list every setting with its environment variable")
+    args = parser.parse_args(argv)
+    settings = get_settings()
+    try:
+        if args.command == "up":
+            local_stack.up(settings)
+        elif args.command == "down":
+            local_stack.down(settings)
+        elif args.command == "wipe":
+            local_stack.wipe(settings)
+        elif args.command == "fetch":
+            local_stack.ensure_java()
+            local_stack.fetch_kafka(settings)
+            local_stack.fetch_spark_kafka_jars(settings)
+        elif args.command == "status":
+            for name, info in local_stack.status(settings).items():
+                state = "ready" if info["ready"] else "down"
+                pid = f" pid {info['pid']}" if info.get("pid") else ""
+                print(f"{name:18s} {state:6s} {info['address']}{pid}")
+        elif args.command == "settings":
+            for env, value, _name in settings.describe():
+                print(f"{env:40s} {value}")
+    except local_stack.StackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+from pathlib import Path
+
+import pytest
+
+from common.settings import REPO_ROOT, Settings
+
+
+def test_defaults_point_at_the_local_stack():
+    s = Settings.from_env(environ={})
+    assert s.kafka_bootstrap.startswith("127.0.0.1:")
+    assert s.redis_url.startswith("redis://127.0.0.1:")
+    assert s.partitions_transactions == 12 and s.partitions_alerts == 6
+
+
+def test_every_setting_is_overridden_by_its_environment_variable():
+    env = {"FRAUD_KAFKA_BOOTSTRAP": "broker:9093", "FRAUD_PARTITIONS_TRANSACTIONS": "24",
+           "FRAUD_KAFKA_SSL_CHECK_HOSTNAME": "false", "FRAUD_CHECKPOINT_ROOT": "/tmp/cp"}
+    s = Settings.from_env(environ=env)
+    assert (s.kafka_bootstrap, s.kafka_host, s.kafka_port) == ("broker:9093", "broker", 9093)
+    assert s.partitions_transactions == 24
+    assert s.kafka_ssl_check_hostname is False
+    assert s.checkpoint_root == Path("/tmp/cp")
+
+
+def test_a_bad_value_gives_a_clear_error():
+    with pytest.raises(ValueError, match="FRAUD_PARTITIONS_ALERTS|partitions_alerts"):
+        Settings.from_env(environ={"FRAUD_PARTITIONS_ALERTS": "six"})
+
+
+def test_secrets_are_masked_when_described():
+    s = Settings.from_env(environ={"FRAUD_KAFKA_SASL_PASSWORD": "hunter2"})
+    assert "hunter2" not in str(s.describe())
+
+
+def test_connector_pom_pins_the_installed_pyspark_version():
+    import pyspark
+
+    pom = (REPO_ROOT / "deploy" / "maven" / "spark-kafka" / "pom.xml").read_text()
+    assert f"<spark.version>{pyspark.__version__}</spark.version>" in pom
+
+
+def test_broker_pom_pins_the_configured_kafka_version():
+    pom = (REPO_ROOT / "deploy" / "maven" / "kafka-broker" / "pom.xml").read_text()
+    assert f"<kafka.version>{Settings.from_env(environ={}).kafka_version}</kafka.version>" in pom
