@@ -64,12 +64,42 @@ def topics(stack, unique):
 
 
 @pytest.fixture(scope="session")
-def spark(stack):
+def spark(settings):
+    """One local[2] SparkSession (with the Kafka connector on its classpath) for the whole run."""
     from common.spark import get_spark
+    from deploy.local_stack import fetch_spark_kafka_jars
 
-    session = get_spark("tests", stack)
+    fetch_spark_kafka_jars(settings)
+    session = get_spark("tests", settings)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def private_broker(settings, tmp_path_factory):
+    """A second, throw-away Kafka broker on its own ports and data folder, for tests that stop,
+    restart or break the broker without disturbing the shared one. Yields its ``Settings``; the
+    ``KafkaBroker`` handle is ``private_broker.broker``."""
+    from deploy.local_stack import KafkaBroker, port_open
+    from deploy.topics import create_project_topics
+
+    port = next(p for p in range(29092, 29192, 2) if not port_open("127.0.0.1", p) and
+                not port_open("127.0.0.1", p + 1))
+    private = settings.replace(kafka_bootstrap=f"127.0.0.1:{port}", local_kafka_controller_port=port + 1,
+                               run_dir=tmp_path_factory.mktemp("private-broker"), local_kafka_heap="512m")
+    broker = KafkaBroker(private)
+    broker.up()
+    create_project_topics(private)
+    try:
+        yield PrivateBroker(private, broker)
+    finally:
+        broker.stop()
+
+
+class PrivateBroker:
+    def __init__(self, settings, broker):
+        self.settings = settings
+        self.broker = broker
 
 
 @pytest.fixture

@@ -1,0 +1,100 @@
+"""The detector contract (design.md section 3): what an analyst writes.
+
+A detector is a name, a version, a watermark delay, typed parameters and a pure function from a
+DataFrame of parsed transactions (``TRANSACTION_SCHEMA``, already watermarked on ``event_time`` by the
+runner) to a DataFrame of alerts (``ALERT_COLUMNS``). It never touches Kafka, Redis or files: the same
+function runs on a static DataFrame (tests, backtests) and on the stream.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, TypeVar
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import (ArrayType, DoubleType, MapType, StringType, StructField, StructType,
+                               TimestampType)
+
+# Parsed transactions, as the runner hands them to every detector.
+TRANSACTION_SCHEMA = StructType([
+    StructField("txn_id", StringType(), False),
+    StructField("card_id", StringType(), False),
+    StructField("customer_id", StringType(), False),
+    StructField("merchant_id", StringType(), False),
+    StructField("terminal_id", StringType(), False),
+    StructField("amount", DoubleType(), False),
+    StructField("currency", StringType(), False),
+    StructField("event_time", TimestampType(), False),
+    StructField("channel", StringType(), False),
+    StructField("mcc", StringType(), False),
+    StructField("lat", DoubleType(), True),
+    StructField("lon", DoubleType(), True),
+])
+
+# What a detector returns; the sink adds ``detected_at`` when it writes the alert.
+ALERT_SCHEMA = StructType([
+    StructField("alert_id", StringType(), False),
+    StructField("detector", StringType(), False),
+    StructField("detector_version", StringType(), False),
+    StructField("card_id", StringType(), False),
+    StructField("txn_ids", ArrayType(StringType(), False), False),
+    StructField("event_time", TimestampType(), False),
+    StructField("score", DoubleType(), False),
+    StructField("reason", StringType(), False),
+    StructField("evidence", MapType(StringType(), DoubleType(), True), False),
+])
+ALERT_COLUMNS = [f.name for f in ALERT_SCHEMA.fields]
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class Detector(Generic[P]):
+    """One registered detector. ``detect(transactions, params)`` returns alerts (``ALERT_SCHEMA``)."""
+
+    name: str
+    version: str
+    description: str
+    watermark: str                                   # delay for withWatermark("event_time", ...)
+    params: P                                        # a frozen dataclass of typed parameters
+    detect: Callable[[DataFrame, P], DataFrame]
+    scenarios: tuple[str, ...] = field(default=())   # simulator scenarios this detector is meant to catch
+
+    def run(self, transactions: DataFrame, params: P | None = None) -> DataFrame:
+        alerts = self.detect(transactions, params if params is not None else self.params)
+        return alerts.select(*ALERT_COLUMNS)
+
+    def with_params(self, **changes: Any) -> "Detector[P]":
+        return dataclasses.replace(self, params=dataclasses.replace(self.params, **changes))
+
+    def describe_params(self) -> dict[str, Any]:
+        return dataclasses.asdict(self.params)
+
+
+def alert_id_column(detector: str, txn_ids: Column) -> Column:
+    """Deterministic alert id, the Spark twin of ``common.contracts.alert_id``."""
+    return F.substring(F.sha2(F.concat(F.lit(f"{detector}:"), F.concat_ws("|", txn_ids)), 256), 1, 32)
+
+
+def alerts(detector: Detector, card_id: Column, txn_ids: Column, event_time: Column, score: Column,
+           reason: Column, evidence: dict[str, Column]) -> list[Column]:
+    """The select list that turns a detector's findings into rows of ``ALERT_SCHEMA``.
+
+    ``txn_ids`` must list the evidence transactions oldest first; ``event_time`` is the time of the
+    transaction that triggered the alert; ``evidence`` maps names to numeric columns.
+    """
+    evidence_map = F.create_map(*[part for name, col in evidence.items()
+                                  for part in (F.lit(name), col.cast("double"))])
+    return [
+        alert_id_column(detector.name, txn_ids).alias("alert_id"),
+        F.lit(detector.name).alias("detector"),
+        F.lit(detector.version).alias("detector_version"),
+        card_id.alias("card_id"),
+        txn_ids.alias("txn_ids"),
+        event_time.alias("event_time"),
+        F.least(F.greatest(score.cast("double"), F.lit(0.0)), F.lit(1.0)).alias("score"),
+        reason.alias("reason"),
+        evidence_map.alias("evidence"),
+    ]
