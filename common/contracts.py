@@ -25,6 +25,7 @@ CHANNELS = ("pos", "ecom", "atm")
 
 MAX_VALUE_BYTES = 16 * 1024          # a transaction is ~300 bytes; anything this big is not one
 MAX_ID_LENGTH = 128
+MAX_AMOUNT = 10_000_000              # larger amounts are absurd for one card swipe
 MIN_EVENT_TIME = datetime(2000, 1, 1, tzinfo=timezone.utc)
 MAX_FUTURE_SKEW = timedelta(days=1)  # event time may lead the broker's record timestamp by at most this
 
@@ -69,11 +70,11 @@ def looks_like_pan(value: str) -> bool:
 
 
 def validate_transaction(txn: Any, key: bytes | str | None = None,
-                         record_time: datetime | None = None) -> dict:
+                         record_time: datetime | None = None, check_key: bool = False) -> dict:
     """Check one decoded transaction against the contract and return it normalised.
 
-    Raises ``ContractError`` with the first broken rule. ``key`` (the Kafka record key), when given,
-    must equal ``card_id``; ``record_time`` (the broker's timestamp), when given, bounds how far in the
+    Raises ``ContractError`` with the first broken rule. With ``check_key`` (records read from Kafka),
+    ``key`` (the record key) must be present and equal ``card_id``; ``record_time`` (the broker's timestamp), when given, bounds how far in the
     future ``event_time`` may be.
     """
     if not isinstance(txn, dict):
@@ -87,7 +88,7 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
         if not isinstance(txn[name], str):
             raise ContractError(f"{name} must be a string, got {_json_type(txn[name])}")
     for name in ID_FIELDS:
-        if not txn[name].strip():
+        if not txn[name].strip(" "):
             raise ContractError(f"{name} is empty")
         if len(txn[name]) > MAX_ID_LENGTH:
             raise ContractError(f"{name} is longer than {MAX_ID_LENGTH} characters")
@@ -102,6 +103,8 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
         raise ContractError("amount is not finite")
     if amount < 0:
         raise ContractError(f"amount is negative: {amount}")
+    if amount > MAX_AMOUNT:
+        raise ContractError(f"amount is absurdly large: {amount}")
     if _decimal_places(amount) > 2:
         raise ContractError(f"amount has more than 2 decimals: {amount}")
 
@@ -128,7 +131,9 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
         if not (-bound <= value <= bound):
             raise ContractError(f"{name} is out of range: {value}")
 
-    if key is not None:
+    if check_key:
+        if key is None:
+            raise ContractError("record key is missing (it must be the card_id)")
         key_text = key.decode("utf-8", "replace") if isinstance(key, bytes) else key
         if key_text != txn["card_id"]:
             raise ContractError("record key does not match card_id")
@@ -141,7 +146,7 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
 
 
 def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
-                       record_time: datetime | None = None) -> dict:
+                       record_time: datetime | None = None, check_key: bool = False) -> dict:
     """Bytes from Kafka (or a JSONL line) to a validated transaction; ``ContractError`` otherwise."""
     if raw is None or len(raw) == 0:
         raise ContractError("empty value")
@@ -152,10 +157,18 @@ def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
     except UnicodeDecodeError:
         raise ContractError("value is not valid UTF-8") from None
     try:
-        obj = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant)
+        obj = json.loads(text, parse_float=Decimal, parse_constant=_reject_constant,
+                         object_pairs_hook=_reject_duplicate_keys)
     except (ValueError, RecursionError):
         raise ContractError("value is not valid JSON") from None
-    return validate_transaction(obj, key=key, record_time=record_time)
+    return validate_transaction(obj, key=key, record_time=record_time, check_key=check_key)
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate key in JSON object")
+    return result
 
 
 def _reject_constant(name: str):
@@ -163,6 +176,7 @@ def _reject_constant(name: str):
 
 
 def _decimal_places(amount: int | float | Decimal) -> int:
+    """Decimal places of the numeric value (12.50 has 1, 1E+2 has 0), not of how it was written."""
     if isinstance(amount, int):
         return 0
     try:

@@ -54,8 +54,10 @@ def topics(stack, unique):
     created: list[str] = []
 
     def make(base: str, partitions: int = 1, **config: str) -> str:
+        """Topic configs as keyword arguments with dots written as double underscores."""
         name = f"test.{base}.{unique}.{len(created)}"
-        create_topics(stack, [TopicSpec(name, partitions, dict(config))])
+        configs = {key.replace("__", "."): value for key, value in config.items()}
+        create_topics(stack, [TopicSpec(name, partitions, configs)])
         created.append(name)
         return name
 

@@ -1,0 +1,148 @@
+"""Parsing and validation of raw Kafka records into the transaction schema, natively in Spark.
+
+This is the Spark twin of ``common.contracts.decode_transaction`` (the specification): the same rules
+in the same order, giving the same reason up to its first colon; ``tests/integration/test_dlq.py`` holds
+the two to agreement with generated records. It runs on the JVM (JSON is parsed with
+``try_parse_json`` into a VARIANT whose ``schema_of_variant`` tells the JSON type of each field), so
+validation costs no Python round trip per record.
+
+Known difference: Spark's JSON parser stops after the first complete value; wrapping the text in
+``[...]`` and requiring exactly one element catches trailing data (``{..}{..}``, ``{..}}``, ``{..} x``)
+except text that closes the wrapper itself (``{..}]}``), which no producer writes by accident.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from common import contracts as C
+from detectors.base import TRANSACTION_SCHEMA
+
+_STRING_FIELDS = C.ID_FIELDS + ("currency", "event_time", "channel", "mcc")
+
+
+def _jtype(name: str) -> Column:
+    """The JSON type of field ``name``: OBJECT<..>, ARRAY<..>, STRING, BIGINT, DECIMAL(p,s), DOUBLE,
+    BOOLEAN, VOID (JSON null), or SQL NULL when the field is missing."""
+    return F.expr(f"schema_of_variant(variant_get(_v, '$.{name}'))")
+
+
+def _get(name: str, sql_type: str) -> Column:
+    return F.expr(f"try_variant_get(_v, '$.{name}', '{sql_type}')")
+
+
+def _is_number(jtype: Column) -> Column:
+    return jtype.isin("BIGINT", "DOUBLE") | jtype.startswith("DECIMAL")
+
+
+def _json_type_name(jtype: Column) -> Column:
+    """Spark's variant type names in the words of common.contracts._json_type."""
+    return (F.when(jtype == "VOID", "null").when(jtype == "STRING", "string").when(jtype == "BOOLEAN", "boolean")
+            .when(jtype.startswith("ARRAY"), "array").when(jtype.startswith("OBJECT"), "object")
+            .otherwise("number"))
+
+
+def with_validation(raw: DataFrame) -> DataFrame:
+    """Add ``_reason`` (null for a valid record) and the typed transaction columns to raw Kafka rows.
+
+    ``raw`` has the Kafka source's columns: key, value (binary), topic, partition, offset, timestamp.
+    """
+    df = raw.withColumn("_valid_utf8", F.expr("is_valid_utf8(CAST(value AS STRING))"))
+    df = df.withColumn("_wrapped", F.when(F.col("_valid_utf8"),
+                                          F.expr("try_parse_json(concat('[', CAST(value AS STRING), ']'))")))
+    df = df.withColumn("_v", F.expr("variant_get(_wrapped, '$[0]')"))
+
+    checks: list[tuple[Column, Column]] = [
+        (F.col("value").isNull() | (F.length("value") == 0), F.lit("empty value")),
+        (F.length("value") > C.MAX_VALUE_BYTES,
+         F.format_string(f"value is oversized: %d bytes > {C.MAX_VALUE_BYTES}", F.length("value"))),
+        (~F.col("_valid_utf8"), F.lit("value is not valid UTF-8")),
+        (F.col("_wrapped").isNull(), F.lit("value is not valid JSON")),
+        # exactly one top-level value inside the wrapper, else there was trailing data
+        (F.expr("array_size(try_variant_get(_wrapped, '$', 'array<variant>'))") != 1,
+         F.lit("value is not valid JSON")),
+    ]
+    root_type = F.expr("schema_of_variant(_v)")
+    checks.append((~root_type.startswith("OBJECT"),
+                   F.concat(F.lit("value is a JSON "), F.when(root_type.startswith("ARRAY"), "list")
+                            .when(root_type == "STRING", "str").when(root_type == "BOOLEAN", "bool")
+                            .when(root_type == "VOID", "NoneType")
+                            .when(root_type.isin("BIGINT"), "int").otherwise("Decimal"),
+                            F.lit(", not an object"))))
+    for name in C.REQUIRED_FIELDS:
+        checks.append((_jtype(name).isNull(), F.lit(f"missing required field {name}")))
+        checks.append((_jtype(name) == "VOID", F.lit(f"required field {name} is null")))
+    for name in _STRING_FIELDS:
+        checks.append((_jtype(name) != "STRING",
+                       F.concat(F.lit(f"{name} must be a string, got "), _json_type_name(_jtype(name)))))
+    for name in C.ID_FIELDS:
+        value = _get(name, "string")
+        checks.append((F.length(F.trim(value)) == 0, F.lit(f"{name} is empty")))
+        checks.append((F.length(value) > C.MAX_ID_LENGTH,
+                       F.lit(f"{name} is longer than {C.MAX_ID_LENGTH} characters")))
+    card = _get("card_id", "string")
+    checks.append((card.rlike(C.PAN_LIKE_RE.pattern) & F.expr("luhn_check(try_variant_get(_v, '$.card_id', 'string'))"),
+                   F.lit("card_id looks like a card number (PAN); cards must be tokens")))
+
+    amount_type = _jtype("amount")
+    amount = _get("amount", "double")
+    amount_exact = _get("amount", "decimal(38,18)")
+    checks += [
+        (~_is_number(amount_type), F.concat(F.lit("amount must be a number, got "), _json_type_name(amount_type))),
+        (amount < 0, F.lit("amount is negative")),
+        (amount.isNull() | (amount > C.MAX_AMOUNT) | F.isnan(amount), F.lit("amount is absurdly large")),
+        (amount_exact != F.round(amount_exact, 2), F.lit("amount has more than 2 decimals")),
+        (~_get("currency", "string").rlike(C.CURRENCY_RE.pattern), F.lit("currency is not an ISO 4217 code")),
+        (~_get("channel", "string").isin(*C.CHANNELS),
+         F.lit(f"channel must be one of {', '.join(C.CHANNELS)}")),
+        (~_get("mcc", "string").rlike(C.MCC_RE.pattern), F.lit("mcc is not a 4-digit merchant category code")),
+    ]
+    event_text = _get("event_time", "string")
+    event_time = F.try_to_timestamp(event_text, F.lit(C.EVENT_TIME_PATTERN))
+    checks += [
+        (~event_text.rlike(C.EVENT_TIME_RE.pattern), F.lit("event_time is not ISO-8601 UTC with milliseconds")),
+        (event_time.isNull(), F.lit("event_time is not a real date")),
+        (event_time < F.lit(C.MIN_EVENT_TIME.strftime("%Y-%m-%d %H:%M:%S")).cast("timestamp"),
+         F.lit("event_time is absurdly far in the past")),
+        (event_time > F.col("timestamp") + F.expr(f"INTERVAL {C.MAX_FUTURE_SKEW.days} DAYS"),
+         F.lit(f"event_time is more than {C.MAX_FUTURE_SKEW.days} day ahead of the record")),
+    ]
+    for name, bound in (("lat", 90), ("lon", 180)):
+        jtype = _jtype(name)
+        present = jtype.isNotNull() & (jtype != "VOID")
+        checks.append((present & ~_is_number(jtype),
+                       F.concat(F.lit(f"{name} must be a number or null, got "), _json_type_name(jtype))))
+        coordinate = _get(name, "double")
+        checks.append((present & ((coordinate < -bound) | (coordinate > bound)), F.lit(f"{name} is out of range")))
+    checks += [
+        (F.col("key").isNull(), F.lit("record key is missing (it must be the card_id)")),
+        (F.col("key").cast("string") != card, F.lit("record key does not match card_id")),
+    ]
+
+    reason = F.lit(None).cast("string")
+    for condition, message in reversed(checks):
+        reason = F.when(F.coalesce(condition, F.lit(False)), message).otherwise(reason)
+    df = df.withColumn("_reason", reason)
+
+    typed = {
+        **{name: _get(name, "string") for name in _STRING_FIELDS if name != "event_time"},
+        "amount": F.round(amount, 2),
+        "event_time": event_time,
+        "lat": _get("lat", "double"),
+        "lon": _get("lon", "double"),
+    }
+    for name in TRANSACTION_SCHEMA.fieldNames():
+        df = df.withColumn(name, typed[name])
+    return df
+
+
+def valid_transactions(validated: DataFrame) -> DataFrame:
+    """The rows that passed, in ``TRANSACTION_SCHEMA``."""
+    return validated.where(F.col("_reason").isNull()).select(*TRANSACTION_SCHEMA.fieldNames())
+
+
+def invalid_records(validated: DataFrame) -> DataFrame:
+    """The rows that failed, with what the dead-letter record needs."""
+    return validated.where(F.col("_reason").isNotNull()).select(
+        F.col("_reason").alias("reason"), "topic", "partition", "offset", "timestamp", "key", "value")

@@ -1,0 +1,310 @@
+"""The detector runner: Kafka source → parse/validate → watermark → detector → exactly-once sink.
+
+Reads like section 1 of design.md::
+
+    transactions ──► parse + validate ──► invalid ──► dlq query ─────────────► transactions.dlq
+                                     └──► valid ──► withWatermark ──► detector ──► alerts
+                                                                   (one query per detector)
+
+Each detector runs as its own named streaming query with its own checkpoint directory and its own
+transactional writer, so one can be added, restarted or fail without touching the others. With
+``--shared`` all detectors (and the dead-letter branch) share one read of the topic in a single query
+and a single transaction per micro-batch: fewer reads, but they stand and fall together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from common.kafka_clients import spark_kafka_options
+from common.settings import Settings, get_settings
+from detectors.base import Detector
+from detectors.parsing import invalid_records, valid_transactions, with_validation
+from sinks.alert_writer import ALERT_KIND, ExactlyOnceWriter
+from sinks.dlq import dlq_values
+
+log = logging.getLogger("detectors.runner")
+
+DLQ_QUERY = "dlq"
+SINKS = ("exactly-once", "spark-kafka")
+
+
+@dataclass
+class RunOptions:
+    sink: str = "exactly-once"                  # or "spark-kafka": Spark's built-in, at-least-once sink
+    starting_offsets: str = "earliest"
+    max_offsets_per_trigger: int | None = 200_000
+    trigger_seconds: float = 0.0                # 0: start the next micro-batch as soon as one ends
+    checkpoint_root: Path | None = None
+    shared: bool = False                        # all detectors in one query (one read of the topic)
+    with_dlq: bool = True                       # run the dead-letter branch
+    fail_on_data_loss: bool = True
+    extra_source_options: dict[str, str] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+# ---------------------------------------------------------------------------------------------
+
+def read_transactions(spark: SparkSession, settings: Settings, options: RunOptions) -> DataFrame:
+    """The raw Kafka records of the transactions topic, read with ``read_committed``."""
+    reader = (spark.readStream.format("kafka")
+              .options(**spark_kafka_options(settings))
+              .option("subscribe", settings.topic_transactions)
+              .option("startingOffsets", options.starting_offsets)
+              .option("kafka.isolation.level", "read_committed")
+              .option("failOnDataLoss", str(options.fail_on_data_loss).lower()))
+    if options.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    return reader.options(**options.extra_source_options).load()
+
+
+def validated(raw: DataFrame, name: str) -> DataFrame:
+    """Parse and validate, and count valid/invalid records in the query progress (observed metrics)."""
+    checked = with_validation(raw)
+    return checked.observe(f"validation_{name}",
+                           F.count(F.lit(1)).alias("records"),
+                           F.count(F.col("_reason")).alias("invalid"))
+
+
+def alert_rows(alerts: DataFrame, settings: Settings, sink: str) -> DataFrame:
+    """Alerts as output rows (kind, topic, key, value) in the alert contract's JSON."""
+    fields = [
+        "alert_id", "detector", "detector_version", "card_id", "txn_ids",
+        F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time"),
+        "score", "reason", "evidence",
+    ]
+    if sink == "spark-kafka":  # the exactly-once writer adds detected_at when it writes
+        fields.append(F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("detected_at"))
+    return alerts.select(F.lit(ALERT_KIND).alias("kind"), F.lit(settings.topic_alerts).alias("topic"),
+                         F.col("card_id").alias("key"), F.to_json(F.struct(*fields)).alias("value"))
+
+
+def dlq_rows(checked: DataFrame, settings: Settings) -> DataFrame:
+    return dlq_values(invalid_records(checked)).select(
+        F.lit("dlq").alias("kind"), F.lit(settings.topic_dlq).alias("topic"), "key", "value")
+
+
+def detector_alerts(checked: DataFrame, detector: Detector) -> DataFrame:
+    transactions = valid_transactions(checked).withWatermark("event_time", detector.watermark)
+    return detector.run(transactions)
+
+
+def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions):
+    """Start one named query writing ``rows`` with the chosen sink and its own checkpoint."""
+    if options.sink not in SINKS:
+        raise ValueError(f"unknown sink {options.sink!r}: choose one of {', '.join(SINKS)}")
+    checkpoint = str((options.checkpoint_root or settings.checkpoint_root) / name)
+    exactly_once = options.sink == "exactly-once"
+    writer = ((rows if exactly_once else rows.drop("kind")).writeStream.queryName(name)
+              .option("checkpointLocation", checkpoint).outputMode("append"))
+    if options.trigger_seconds:
+        writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
+    if exactly_once:
+        return writer.foreachBatch(ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()).start()
+    return writer.format("kafka").options(**spark_kafka_options(settings)).start()
+
+
+def query_name(detector: Detector) -> str:
+    return f"detector-{detector.name}"
+
+
+def start_detector_query(spark: SparkSession, detector: Detector, settings: Settings, options: RunOptions):
+    checked = validated(read_transactions(spark, settings, options), detector.name)
+    rows = alert_rows(detector_alerts(checked, detector), settings, options.sink)
+    return start_query(rows, query_name(detector), settings, options)
+
+
+def start_dlq_query(spark: SparkSession, settings: Settings, options: RunOptions):
+    checked = validated(read_transactions(spark, settings, options), DLQ_QUERY)
+    return start_query(dlq_rows(checked, settings), DLQ_QUERY, settings, options)
+
+
+def start_shared_query(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
+                       options: RunOptions):
+    """All detectors and the dead-letter branch over one read of the topic, one transaction per batch."""
+    checked = validated(read_transactions(spark, settings, options), "shared")
+    parts = [alert_rows(detector_alerts(checked, d), settings, options.sink) for d in detectors]
+    if options.with_dlq:
+        parts.append(dlq_rows(checked, settings))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return start_query(rows, "detectors-shared", settings, options)
+
+
+def start_detectors(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
+                    options: RunOptions) -> list:
+    """Start the queries: one per detector (+ the dead-letter query), or one shared query."""
+    if options.shared:
+        return [start_shared_query(spark, detectors, settings, options)]
+    queries = [start_detector_query(spark, d, settings, options) for d in detectors]
+    if options.with_dlq:
+        queries.append(start_dlq_query(spark, settings, options))
+    return queries
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------------------------
+
+def summarize_progress(progress: dict) -> dict:
+    """The figures worth watching from one ``StreamingQueryProgress`` (as JSON dict)."""
+    state = progress.get("stateOperators") or []
+    observed = progress.get("observedMetrics") or {}
+    validation = next(iter(observed.values()), {}) if observed else {}
+    return {
+        "name": progress.get("name"),
+        "batch_id": progress.get("batchId"),
+        "input_rows": progress.get("numInputRows", 0),
+        "input_rows_per_second": round(progress.get("inputRowsPerSecond") or 0.0, 1),
+        "processed_rows_per_second": round(progress.get("processedRowsPerSecond") or 0.0, 1),
+        "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in state),
+        "rows_dropped_by_watermark": sum(op.get("numRowsDroppedByWatermark", 0) for op in state),
+        "invalid_records": validation.get("invalid", 0),
+    }
+
+
+class ProgressListener:
+    """Logs a compact line per micro-batch and keeps the latest progress of each query in a JSON file
+    under ``<run_dir>/progress/`` (read by the demo's live view and the dashboard)."""
+
+    def __init__(self, progress_dir: Path):
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        self.progress_dir = progress_dir
+        progress_dir.mkdir(parents=True, exist_ok=True)
+        outer = self
+
+        class _Listener(StreamingQueryListener):
+            def onQueryStarted(self, event):
+                log.info("query %s started (id %s)", event.name, event.id)
+
+            def onQueryProgress(self, event):
+                outer.record(json.loads(event.progress.json))
+
+            def onQueryIdle(self, event):
+                pass
+
+            def onQueryTerminated(self, event):
+                if event.exception:
+                    log.error("query %s failed: %s", event.id, event.exception.splitlines()[0])
+
+        self.listener = _Listener()
+        self.totals: dict[str, dict] = {}
+
+    def record(self, progress: dict) -> None:
+        summary = summarize_progress(progress)
+        name = summary["name"] or "unnamed"
+        totals = self.totals.setdefault(name, {"input_rows": 0, "rows_dropped_by_watermark": 0,
+                                               "invalid_records": 0})
+        for key in totals:
+            totals[key] += summary[key] or 0
+        summary["totals"] = dict(totals)
+        if summary["input_rows"]:
+            log.info("%(name)s batch %(batch_id)s: %(input_rows)s rows, %(processed_rows_per_second)s rows/s, "
+                     "%(batch_duration_ms)s ms, watermark %(watermark)s, state %(state_rows)s rows, "
+                     "late-dropped %(rows_dropped_by_watermark)s, invalid %(invalid_records)s", summary)
+        path = self.progress_dir / f"{name}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary))
+        tmp.replace(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Supervision and the command line
+# ---------------------------------------------------------------------------------------------
+
+def supervise(spark: SparkSession, queries: list, restart: Callable[[str], object] | None,
+              until: Callable[[], bool] = lambda: False, max_restarts: int = 3, poll_seconds: float = 1.0) -> int:
+    """Watch the queries until ``until()`` or all stopped. A query that fails is logged and, with
+    ``restart``, started again from its checkpoint (at most ``max_restarts`` times); the others keep
+    running either way. Returns the number of queries that ended with an error."""
+    restarts: dict[str, int] = {}
+    failed = 0
+    active = {q.name: q for q in queries}
+    while active and not until():
+        for name, query in list(active.items()):
+            if query.isActive:
+                continue
+            error = query.exception()
+            del active[name]
+            if error is None:
+                continue
+            log.error("query %s failed: %s", name, str(error).splitlines()[0])
+            if restart is not None and restarts.get(name, 0) < max_restarts:
+                restarts[name] = restarts.get(name, 0) + 1
+                log.warning("restarting %s from its checkpoint (%d/%d)", name, restarts[name], max_restarts)
+                active[name] = restart(name)
+            else:
+                failed += 1
+        spark.streams.awaitAnyTermination(timeout=poll_seconds)
+        spark.streams.resetTerminated()
+    return failed
+
+
+def main(names: Sequence[str] = (), argv: Sequence[str] = ()) -> int:
+    from common.spark import get_spark
+    from detectors import registry
+
+    parser = argparse.ArgumentParser(prog="python -m detectors run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sink", choices=SINKS, default="exactly-once")
+    parser.add_argument("--shared", action="store_true", help="all detectors in one query (one read of the topic)")
+    parser.add_argument("--no-dlq", action="store_true", help="do not run the dead-letter branch")
+    parser.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON offsets")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
+    parser.add_argument("--trigger-seconds", type=float, default=0.0)
+    parser.add_argument("--checkpoint-root", type=Path, default=None)
+    parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run until Ctrl-C)")
+    args = parser.parse_args(list(argv))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    settings = get_settings()
+    detectors = [registry.get(name) for name in names] if names else registry.all()
+    options = RunOptions(sink=args.sink, starting_offsets=args.starting_offsets,
+                         max_offsets_per_trigger=args.max_offsets_per_trigger, trigger_seconds=args.trigger_seconds,
+                         checkpoint_root=args.checkpoint_root, shared=args.shared, with_dlq=not args.no_dlq)
+    spark = get_spark("fraud-detectors", settings)
+    listener = ProgressListener(settings.run_dir / "progress")
+    spark.streams.addListener(listener.listener)
+
+    by_query = {query_name(d): d for d in detectors}
+
+    def restart(name: str):
+        if name == DLQ_QUERY:
+            return start_dlq_query(spark, settings, options)
+        return start_detector_query(spark, by_query[name], settings, options)
+
+    queries = start_detectors(spark, detectors, settings, options)
+    log.info("running %s", ", ".join(q.name for q in queries))
+    stop_at = time.monotonic() + args.duration if args.duration else None
+    stopping = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+    try:
+        failed = supervise(spark, queries, None if options.shared else restart,
+                           until=lambda: stopping["now"] or (stop_at is not None and time.monotonic() > stop_at))
+    except KeyboardInterrupt:
+        failed = 0
+    finally:
+        for query in spark.streams.active:
+            query.stop()
+        spark.stop()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(sys.argv[1:2], sys.argv[2:]))

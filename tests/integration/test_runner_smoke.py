@@ -1,0 +1,60 @@
+"""The runner end to end on the real broker and Spark, with a stateless test detector."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyspark.sql import functions as F
+
+from common.kafka_io import make_producer, read_topic
+from common.contracts import alert_id
+from common.waiting import wait_until
+from detectors.base import Detector, alerts
+from detectors.runner import RunOptions, start_detectors
+from tests.factories import encode, txn
+
+
+@dataclass(frozen=True)
+class BigAmountParams:
+    threshold: float = 900.0
+
+
+def _big_amount(transactions, params):
+    big = transactions.where(F.col("amount") >= params.threshold)
+    return big.select(*alerts(BIG_AMOUNT, F.col("card_id"), F.array(F.col("txn_id")), F.col("event_time"),
+                              F.lit(0.5), F.concat(F.lit("amount "), F.col("amount").cast("string")),
+                              {"amount": F.col("amount")}))
+
+
+BIG_AMOUNT = Detector(name="big_amount", version="1", description="test: amount >= threshold",
+                      watermark="1 minute", params=BigAmountParams(), detect=_big_amount)
+
+
+def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_path):
+    s = stack.replace(topic_transactions=topics("transactions", partitions=4), topic_alerts=topics("alerts", 2),
+                      topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"))
+    producer = make_producer(s)
+    values = [txn(i, amount=950.0 if i % 10 == 0 else 12.0) for i in range(300)]
+    for value in values:
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.send(s.topic_transactions, key="card-x", value=b"{not json")
+    producer.send(s.topic_transactions, key="card-00001", value=encode(txn(1000, card="card-00001", amount=-5)))
+    producer.flush()
+
+    queries = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(checkpoint_root=tmp_path))
+    try:
+        got = wait_until(lambda: _alerts(s) if len(_alerts(s)) >= 30 else None, 120, "30 alerts")
+        dlq = read_topic(s, s.topic_dlq, min_records=2, timeout=120)
+    finally:
+        for q in queries:
+            q.stop()
+    expected = {alert_id("big_amount", [v["txn_id"]]) for v in values if v["amount"] >= 900}
+    assert sorted(a["alert_id"] for a in got) == sorted(expected)
+    assert all(a["detected_at"] and a["event_time"].endswith("Z") for a in got)
+    reasons = sorted(json.loads(r.value)["reason"] for r in dlq)
+    assert reasons == ["amount is negative", "value is not valid JSON"]
+
+
+def _alerts(s):
+    return [json.loads(r.value) for r in read_topic(s, s.topic_alerts)]
