@@ -55,3 +55,35 @@ demo: fetch ## the whole diamond on the local stack (see README)
 .PHONY: clean
 clean: down ## remove the venv, downloads and run-time data
 	rm -rf $(VENV) .cache .run .pytest_cache .hypothesis
+
+# --- producers --------------------------------------------------------------------------------
+.PHONY: simulate replay load-reference
+simulate: up ## simulated transactions to Kafka (OUT=dir for files; SEED, COUNT, RATE)
+	$(PY) -m producers simulate --seed $(or $(SEED),1) --count $(or $(COUNT),100000) $(if $(OUT),--out $(OUT)) $(if $(RATE),--rate $(RATE))
+replay: up ## publish a JSONL file: FILE=... (RAW=1 publishes broken lines as they are, SPEEDUP=x)
+	$(PY) -m producers replay $(FILE) $(if $(RAW),--raw) $(if $(SPEEDUP),--speedup $(SPEEDUP))
+load-reference: up ## customer, card and merchant profiles into Redis
+	$(PY) -m producers load-reference --seed $(or $(SEED),1)
+
+# --- detectors --------------------------------------------------------------------------------
+.PHONY: detectors list-detectors new-detector
+detectors: up ## run every detector query on the local stack (NAMES="double_swipe velocity" for some)
+	$(PY) -m detectors run $(NAMES)
+list-detectors: venv ## list the registered detectors and their parameters
+	$(PY) -m detectors list
+new-detector: venv ## start a new detector from the template: NAME=my_detector
+	$(PY) -m detectors.new_detector $(NAME)
+
+# --- downstream services ----------------------------------------------------------------------
+.PHONY: enricher cases dashboard
+enricher: up ## the Faust enricher: alerts -> alerts.enriched
+	$(PY) -m sinks.enricher worker -l info
+cases: up ## the Faust case manager: alerts.enriched -> cases (+ Redis)
+	$(PY) -m sinks.cases worker -l info
+dashboard: up ## the live dashboard on http://127.0.0.1:8765/
+	$(PY) -m sinks.dashboard
+
+# --- benchmarks -------------------------------------------------------------------------------
+.PHONY: bench-producer
+bench-producer: up ## simulator vs raw kafka-python producer throughput -> artifacts/bench/
+	$(PY) -m bench.producer_throughput

@@ -50,6 +50,14 @@ class Settings:
     # --- Redis ---------------------------------------------------------------------------------
     redis_url: str = _env("FRAUD_REDIS_URL", "redis://127.0.0.1:16379/0")
 
+    # --- Downstream Faust services and the dashboard ------------------------------------------
+    enricher_app_id: str = _env("FRAUD_ENRICHER_APP_ID", "fraud-enricher")   # = its consumer group
+    cases_app_id: str = _env("FRAUD_CASES_APP_ID", "fraud-cases")
+    sinks_namespace: str = _env("FRAUD_SINKS_NAMESPACE", "fraud")            # prefix of their Redis keys
+    enricher_dedup_ttl: int = _env("FRAUD_ENRICHER_DEDUP_TTL", 7 * 24 * 3600)  # seconds an alert_id is remembered
+    dashboard_host: str = _env("FRAUD_DASHBOARD_HOST", "127.0.0.1")
+    dashboard_port: int = _env("FRAUD_DASHBOARD_PORT", 8765)
+
     # --- Spark ---------------------------------------------------------------------------------
     spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
     spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 2)

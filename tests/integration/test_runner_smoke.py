@@ -3,32 +3,12 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-
-from pyspark.sql import functions as F
-
 from common.kafka_io import make_producer, read_topic
 from common.contracts import alert_id
 from common.waiting import wait_until
-from detectors.base import Detector, alerts
 from detectors.runner import RunOptions, start_detectors
+from tests.detectors_for_tests import BIG_AMOUNT
 from tests.factories import encode, txn
-
-
-@dataclass(frozen=True)
-class BigAmountParams:
-    threshold: float = 900.0
-
-
-def _big_amount(transactions, params):
-    big = transactions.where(F.col("amount") >= params.threshold)
-    return big.select(*alerts(BIG_AMOUNT, F.col("card_id"), F.array(F.col("txn_id")), F.col("event_time"),
-                              F.lit(0.5), F.concat(F.lit("amount "), F.col("amount").cast("string")),
-                              {"amount": F.col("amount")}))
-
-
-BIG_AMOUNT = Detector(name="big_amount", version="1", description="test: amount >= threshold",
-                      watermark="1 minute", params=BigAmountParams(), detect=_big_amount)
 
 
 def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_path):

@@ -1,0 +1,78 @@
+"""The live dashboard: one HTML page and ``/api/summary``, served by aiohttp.
+
+Where the data comes from: Redis only, as written by the case manager (``sinks/cases.py``; keys in
+``sinks/redis_keys.py``). The case manager sees every enriched alert once in effect (its writes are
+idempotent on alert_id), so the counts shown are exact even when alerts are redelivered; the
+dashboard itself holds no state, never touches Kafka, and any number of them can run.
+
+The page polls ``/api/summary`` every second and redraws itself without a reload. No external
+resources: the page, its CSS and its JS are inline.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from aiohttp import web
+
+from sinks.dashboard.page import PAGE
+from sinks.dashboard.summary import MAX_CASES, summarize
+from sinks.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
+
+log = logging.getLogger(__name__)
+
+
+async def load_summary(redis, keys: RedisKeys) -> dict:
+    pipe = redis.pipeline(transaction=False)
+    pipe.zrevrange(keys.open_cases, 0, MAX_CASES - 1)
+    pipe.zcard(keys.open_cases)
+    pipe.zrevrange(keys.latest_alerts, 0, KEEP_LATEST_ALERTS - 1)
+    pipe.zrevrange(keys.minutes, 0, 499)
+    case_ids, open_count, alert_ids, minute_members = await pipe.execute()
+    pipe = redis.pipeline(transaction=False)
+    if case_ids:
+        pipe.mget([keys.case(c) for c in case_ids])
+    else:
+        pipe.echo("")  # placeholder: keeps the reply positions fixed
+    if alert_ids:
+        pipe.hmget(keys.alert_data, alert_ids)
+    else:
+        pipe.echo("")
+    pairs = [tuple(member.split(":", 1)) for member in minute_members]
+    for minute, detector in pairs:
+        pipe.scard(keys.minute_set(minute, detector))
+    replies = await pipe.execute()
+    cases = [json.loads(c) for c in (replies[0] if case_ids else []) if c]
+    alerts = [json.loads(a) for a in (replies[1] if alert_ids else []) if a]
+    counts = {pair: int(n) for pair, n in zip(pairs, replies[2:])}
+    return summarize(cases, int(open_count), alerts, counts)
+
+
+def make_web_app(redis, keys: RedisKeys) -> web.Application:
+    html = PAGE
+
+    async def index(_request: web.Request) -> web.Response:
+        return web.Response(text=html, content_type="text/html", charset="utf-8",
+                            headers={"Cache-Control": "no-store"})
+
+    async def summary(_request: web.Request) -> web.Response:
+        try:
+            data = await load_summary(redis, keys)
+        except Exception as exc:  # Redis down: say so, the page keeps polling
+            log.warning("summary unavailable: %s", exc)
+            return web.json_response({"error": f"data store unavailable: {exc}"}, status=503)
+        return web.json_response(data, headers={"Cache-Control": "no-store"})
+
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/", index)
+    app.router.add_get("/api/summary", summary)
+    app.router.add_get("/healthz", healthz)
+
+    async def close_redis(_app):
+        await redis.aclose()
+
+    app.on_cleanup.append(close_redis)
+    return app

@@ -1,0 +1,129 @@
+"""What every downstream Faust service shares: the app factory, read_committed consumers, Redis
+with retry.
+
+read_committed: faust-streaming has no setting for the consumer's isolation level; it reads
+``read_committed`` only under ``processing_guarantee="exactly_once"``, which would also turn on its
+per-partition transactional producers. The alert writers commit Kafka transactions (design.md
+section 4), so our consumers must never see records of open or aborted transactions:
+``ReadCommittedApp`` uses a transport whose consumer thread builds the aiokafka consumer with
+``isolation_level="read_committed"`` through Faust's own code path, and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import faust
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from common.kafka_clients import faust_broker_options
+from common.settings import Settings
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class _ReadCommittedConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport):
+        # Faust picks read_committed exactly when ``consumer.in_transaction`` is true; flip it only
+        # for the construction of the aiokafka consumer (offsets are still committed normally).
+        saved = self.consumer.in_transaction
+        self.consumer.in_transaction = True
+        try:
+            return super()._create_worker_consumer(transport)
+        finally:
+            self.consumer.in_transaction = saved
+
+
+class _ReadCommittedConsumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self):
+        return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+
+class ReadCommittedTransport(faust_aiokafka.Transport):
+    Consumer = _ReadCommittedConsumer
+
+
+class ReadCommittedApp(faust.App):
+    """A ``faust.App`` whose consumers read with ``isolation_level="read_committed"``."""
+
+    def _new_transport(self):
+        return ReadCommittedTransport(self.conf.broker_consumer, self)
+
+
+def make_app(app_id: str, settings: Settings, **overrides: Any) -> ReadCommittedApp:
+    """A Faust app configured from the settings: broker and credentials, replication 1 for its
+    internal topics (changelogs, assignor), partitions of the alert topics, state under run_dir."""
+    datadir = Path(settings.run_dir) / "faust" / app_id
+    datadir.mkdir(parents=True, exist_ok=True)
+    options: dict[str, Any] = dict(
+        faust_broker_options(settings),
+        topic_replication_factor=settings.replication_factor,
+        topic_partitions=settings.partitions_alerts,
+        datadir=str(datadir),
+        store="memory://",                # tables are rebuilt from their changelog topics on start
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        web_enabled=False,                # several workers share the host: no Faust web server port
+        processing_guarantee="at_least_once",
+        # A worker that died (SIGKILL, OOM) is noticed after 10 s instead of Faust's 60 s, so its
+        # partitions move to a restarted or surviving worker quickly.
+        broker_session_timeout=10.0,
+        broker_heartbeat_interval=3.0,
+    )
+    options.update(overrides)
+    return ReadCommittedApp(app_id, **options)
+
+
+def main(app: faust.App) -> None:
+    """Faust's command line for ``app`` (``worker``, ``agents``, ``tables``, ...).
+
+    ``worker`` runs without Faust's own web server unless ``--with-web``/``--web-port`` is given:
+    its fixed port 6066 would clash between the several workers of one host.
+    """
+    argv = sys.argv[1:]
+    if argv[:1] == ["worker"] and not any(a.startswith(("--with-web", "--without-web", "--web-port"))
+                                          for a in argv):
+        sys.argv = [sys.argv[0], *argv, "--without-web"]
+    app.main()
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    import redis.exceptions
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, ConnectionError,
+            OSError, asyncio.TimeoutError)
+
+
+async def retry_forever(what: str, operation: Callable[[], Awaitable[T]],
+                        retry_on: tuple[type[BaseException], ...] | None = None,
+                        first_delay: float = 0.1, max_delay: float = 5.0,
+                        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> T:
+    """Run ``operation`` until it succeeds, backing off exponentially (``first_delay`` doubling up to
+    ``max_delay``) on the transient errors ``retry_on`` (default: Redis unreachable).
+
+    The agent waits here, so its events are not acknowledged and its offsets not committed while
+    Redis is down: nothing is skipped, processing resumes where it stopped.
+    """
+    retry_on = retry_on or redis_errors()
+    delay = first_delay
+    attempt = 0
+    while True:
+        try:
+            return await operation()
+        except retry_on as exc:
+            attempt += 1
+            log.warning("%s failed (attempt %d: %s); retrying in %.1f s", what, attempt, exc, delay)
+            await sleep(delay)  # backoff pacing between retries, not a guess at a duration
+            delay = min(max_delay, delay * 2)
+
+
+def redis_client(settings: Settings):
+    import redis.asyncio
+
+    return redis.asyncio.Redis.from_url(settings.redis_url, decode_responses=True,
+                                        socket_connect_timeout=2.0, socket_timeout=5.0)

@@ -1,0 +1,72 @@
+"""Generated Kafka records: valid transactions and every way of breaking the contract.
+
+Hypothesis draws a seeded ``random.Random`` and ``kafka_records(rng, n)`` expands it into ``n``
+records (a list of hundreds of rich records is more than hypothesis's own buffers hold).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import timedelta
+
+from common.contracts import CHANNELS, MAX_VALUE_BYTES, format_event_time
+from tests.factories import T0
+
+FIELDS = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "amount", "currency",
+          "event_time", "channel", "mcc", "lat", "lon"]
+WRONG_VALUES = [None, 7, 1.5, True, "x", "", [1], {"a": 1}, -3, 12.345, "2026-11-22 10:00:00",
+                "1999-12-31T23:59:59.999Z", "2099-01-01T00:00:00.000Z", "2026-02-30T10:00:00.000Z",
+                "4111111111111111", "eur", "web", "54111", 91.0, -181.0, 1e9, 1e400, " ", 0.1, 100]
+KINDS = ["good", "good", "good", "field", "field", "missing", "bytes", "key", "shape"]
+
+
+def _id(rng: random.Random, prefix: str) -> str:
+    return prefix + "".join(rng.choices("abcdefghijklmnopqrstuvwxyz0123456789-", k=rng.randint(1, 16)))
+
+
+def valid_transaction(rng: random.Random) -> dict:
+    channel = rng.choice(CHANNELS)
+    located = channel != "ecom"
+    return {
+        "txn_id": _id(rng, "t-"), "card_id": _id(rng, "card-"), "customer_id": _id(rng, "c-"),
+        "merchant_id": _id(rng, "m-"), "terminal_id": _id(rng, "term-"),
+        "amount": rng.randint(0, 1_000_000) / 100,
+        "currency": rng.choice(["EUR", "USD", "GBP"]),
+        "event_time": format_event_time(T0 + timedelta(milliseconds=rng.randint(0, 86_400_000))),
+        "channel": channel, "mcc": rng.choice(["5411", "5812", "6011", "4829"]),
+        "lat": round(rng.uniform(-90, 90), 5) if located else None,
+        "lon": round(rng.uniform(-180, 180), 5) if located else None,
+    }
+
+
+def _dump(value) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def kafka_record(rng: random.Random) -> tuple[bytes | None, bytes]:
+    """(key, value) as it could arrive on the topic: mostly good, often broken in one way."""
+    txn = valid_transaction(rng)
+    key: bytes | None = txn["card_id"].encode()
+    kind = rng.choice(KINDS)
+    if kind == "field":
+        txn[rng.choice(FIELDS)] = rng.choice(WRONG_VALUES)
+    elif kind == "missing":
+        del txn[rng.choice(FIELDS)]
+    elif kind == "key":
+        key = rng.choice([None, b"", b"someone-else", txn["card_id"].upper().encode()])
+    value = _dump(txn)
+    if kind == "bytes":
+        value = rng.choice([
+            value[: len(value) // 2], value + b"}", value + b" trailing", b"\xff\xfe" + value,
+            value.replace(b"{", b'{"txn_id":"dup",', 1), b"", b"null", b"[]", b"42", b'"text"',
+            value[:-1] + b',"padding":"' + b"x" * MAX_VALUE_BYTES + b'"}', b"{'single': 'quotes'}",
+            value.replace(b'"amount":', b'"amount":NaN,"x":', 1), value + b"\n",
+        ])
+    elif kind == "shape":
+        value = _dump([txn]) if rng.random() < 0.5 else _dump({"transaction": txn})
+    return key, value
+
+
+def kafka_records(rng: random.Random, count: int) -> list[tuple[bytes | None, bytes]]:
+    return [kafka_record(rng) for _ in range(count)]
