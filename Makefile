@@ -50,7 +50,7 @@ e2e: fetch ## end-to-end tests against the local stack
 
 .PHONY: demo
 demo: fetch ## the whole diamond on the local stack (see README)
-	$(PY) -m demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE))
+	$(PY) -m deploy.demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE)) $(if $(KEEP),--keep-running)
 
 .PHONY: clean
 clean: down ## remove the venv, downloads and run-time data
@@ -72,6 +72,7 @@ detectors: up ## run every detector query on the local stack (NAMES="double_swip
 list-detectors: venv ## list the registered detectors and their parameters
 	$(PY) -m detectors list
 new-detector: venv ## start a new detector from the template: NAME=my_detector
+	@test -n "$(NAME)" || { echo "usage: make new-detector NAME=my_detector"; exit 2; }
 	$(PY) -m detectors.new_detector $(NAME)
 
 # --- downstream services ----------------------------------------------------------------------

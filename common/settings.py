@@ -99,6 +99,10 @@ class Settings:
     def kafka_port(self) -> int:
         return int(self.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
 
+    def to_env(self) -> dict[str, str]:
+        """These settings as environment variables, to hand them to a child process."""
+        return {f.metadata["env"]: _render(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
     def describe(self) -> list[tuple[str, str, str]]:
         """(environment variable, value, field) rows, secrets masked: for ``--help`` and docs."""
         rows = []
@@ -108,6 +112,10 @@ class Settings:
                 value = "***"
             rows.append((f.metadata["env"], str(value), f.name))
         return rows
+
+
+def _render(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _coerce(name: str, kind: type, raw: str) -> Any:

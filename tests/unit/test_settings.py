@@ -42,3 +42,9 @@ def test_connector_pom_pins_the_installed_pyspark_version():
 def test_broker_pom_pins_the_configured_kafka_version():
     pom = (REPO_ROOT / "deploy" / "maven" / "kafka-broker" / "pom.xml").read_text()
     assert f"<kafka.version>{Settings.from_env(environ={}).kafka_version}</kafka.version>" in pom
+
+
+def test_settings_survive_the_trip_through_environment_variables():
+    s = Settings.from_env(environ={}).replace(topic_alerts="demo.alerts", kafka_ssl_check_hostname=False,
+                                              partitions_alerts=3)
+    assert Settings.from_env(environ=s.to_env()) == s

@@ -1,0 +1,81 @@
+"""Command line of the detectors (design.md section 7).
+
+    python -m detectors list
+    python -m detectors run [NAME ...] [runner options]
+    python -m detectors backtest [NAME ...] --transactions FILE --labels FILE --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from detectors import registry
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    detectors = registry.resolve(args.names)
+    if args.json:
+        print(json.dumps([{"name": d.name, "version": d.version, "description": d.description,
+                           "watermark": d.watermark, "scenarios": list(d.scenarios),
+                           "params": d.describe_params()} for d in detectors], indent=2))
+        return 0
+    for d in detectors:
+        print(f"{d.name} {d.version}  watermark={d.watermark}  scenarios={','.join(d.scenarios) or '-'}")
+        print(f"    {d.description}")
+        for key, value in d.describe_params().items():
+            print(f"    {key} = {value!r}")
+    return 0
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from detectors import backtest
+
+    report = backtest.run(registry.resolve(args.names), args.transactions, args.labels, args.out,
+                          log=lambda msg: print(msg, file=sys.stderr))
+    print(backtest.markdown(report))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
+    for name in args.names:
+        registry.get(name)            # fail fast on a typo, before Spark starts
+    from detectors import runner      # written by the runtime: imported lazily so `list` works without it
+
+    return runner.main(args.names, rest) or 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m detectors", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    listing = sub.add_parser("list", help="the registered detectors with version, watermark, scenarios, params")
+    listing.add_argument("names", nargs="*", metavar="NAME", help="only these (default: all)")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+
+    run = sub.add_parser("run", help="run detectors as streaming queries on the transactions topic",
+                         description="Options after the names are passed on to detectors.runner.")
+    run.add_argument("names", nargs="*", metavar="NAME", help="detectors to run (default: all)")
+
+    back = sub.add_parser("backtest", help="score detectors on a transactions file against labels")
+    back.add_argument("names", nargs="*", metavar="NAME", help="detectors to score (default: all)")
+    back.add_argument("--transactions", required=True, help="JSONL of transactions (transaction contract)")
+    back.add_argument("--labels", required=True, help="JSONL labels {txn_id, is_fraud, scenario}")
+    back.add_argument("--out", required=True, help="directory for alerts.jsonl, report.json, report.md")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, rest = parser.parse_known_args(argv)
+    if args.command == "run":
+        return cmd_run(args, rest)
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    return cmd_list(args) if args.command == "list" else cmd_backtest(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

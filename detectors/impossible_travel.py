@@ -1,0 +1,108 @@
+"""impossible_travel: two card-present uses of one card further apart than a plane could fly in between.
+
+Operator: a stream-stream self-join of the card-present transactions (channel ``pos``/``atm`` with a
+location) with an event-time range condition (``later.event_time`` within ``max_gap_hours`` after
+``earlier.event_time``), then a native filter on the haversine distance and the implied speed. JVM-native
+like ``double_swipe`` (~45k rows/s on local[2]); runs unchanged on a static DataFrame.
+
+A pair alerts when the distance exceeds ``min_km`` (GPS noise, neighbouring towns and terminals with
+approximate coordinates are ignored) and the implied speed ``km / hours`` exceeds ``max_kmh``. Two uses at
+the same instant count as infinitely fast (the speed is computed with ``min_hours`` as the floor of the
+gap). The look-back ``max_gap_hours`` bounds what can be caught: a jump of D km is only impossible within
+D / max_kmh hours, so pairs further apart in time would never alert anyway once D / max_kmh < max_gap_hours
+(with the defaults, jumps up to 4,000 km are judged; any longer jump inside 4 h also alerts).
+
+State: each side keeps a card-present transaction until the watermark passes
+``event_time + max_gap_hours``: at most ``max_gap_hours + watermark`` of card-present traffic. Rows behind
+the watermark are dropped by the join and counted in ``numRowsDroppedByWatermark``.
+
+Output: one alert per impossible pair (earlier, later), naming both oldest first; the later use triggers
+it. A use that is impossible from two earlier ones gives two alerts (both about the same triggering
+transaction); evidence: ``km``, ``hours``, ``kmh``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from detectors.base import Detector, alerts
+from detectors.ops import keep
+
+EARTH_RADIUS_KM = 6371.0088
+
+
+@dataclass(frozen=True)
+class ImpossibleTravelParams:
+    max_kmh: float = 1000.0
+    """Airliners cruise at 800-950 km/h: nothing faster is travel, even with a tail wind."""
+
+    min_km: float = 300.0
+    """Below this, coordinates of terminals and acquirers are too rough (and a fast train or a short
+    flight with a tight schedule plausible) to call it impossible."""
+
+    max_gap_hours: float = 4.0
+    """How far back a use is compared: 4 h of card-present history per card covers every jump up to
+    4,000 km and keeps the join state small."""
+
+    min_hours: float = 1.0 / 3600
+    """Gaps are floored at one second so simultaneous uses give a finite (huge) speed."""
+
+    channels: tuple[str, ...] = ("pos", "atm")
+    """Only card-present channels have a meaningful terminal location."""
+
+
+def haversine_km(lat1: Column, lon1: Column, lat2: Column, lon2: Column) -> Column:
+    """Great-circle distance in km between two points given in degrees (a native Spark expression)."""
+    phi1, phi2 = F.radians(lat1), F.radians(lat2)
+    dphi, dlmb = F.radians(lat2 - lat1), F.radians(lon2 - lon1)
+    a = F.pow(F.sin(dphi / 2), 2) + F.cos(phi1) * F.cos(phi2) * F.pow(F.sin(dlmb / 2), 2)
+    return F.lit(2 * EARTH_RADIUS_KM) * F.asin(F.least(F.lit(1.0), F.sqrt(a)))
+
+
+def detect(transactions: DataFrame, params: ImpossibleTravelParams) -> DataFrame:
+    present = keep(transactions, F.col("channel").isin(*params.channels)
+                   & F.col("lat").isNotNull() & F.col("lon").isNotNull())
+    earlier, later = present.alias("earlier"), present.alias("later")
+    horizon = F.expr(f"INTERVAL {int(params.max_gap_hours * 3600 * 1000)} MILLISECONDS")
+    pairs = earlier.join(
+        later,
+        (F.col("earlier.card_id") == F.col("later.card_id"))
+        & (F.col("later.event_time") >= F.col("earlier.event_time"))
+        & (F.col("later.event_time") <= F.col("earlier.event_time") + horizon)
+        & (F.col("earlier.txn_id") != F.col("later.txn_id"))
+        & ((F.col("later.event_time") > F.col("earlier.event_time"))
+           | (F.col("later.txn_id") > F.col("earlier.txn_id"))),
+        "inner",
+    )
+    km = haversine_km(F.col("earlier.lat"), F.col("earlier.lon"), F.col("later.lat"), F.col("later.lon"))
+    hours = (F.unix_micros(F.col("later.event_time"))
+             - F.unix_micros(F.col("earlier.event_time"))) / F.lit(3600 * 1e6)
+    kmh = km / F.greatest(hours, F.lit(params.min_hours))
+    measured = pairs.select("*", km.alias("_km"), hours.alias("_hours"), kmh.alias("_kmh"))
+    impossible = measured.filter((F.col("_km") > F.lit(params.min_km)) & (F.col("_kmh") > F.lit(params.max_kmh)))
+    return impossible.select(*alerts(
+        DETECTOR,
+        card_id=F.col("later.card_id"),
+        txn_ids=F.array(F.col("earlier.txn_id"), F.col("later.txn_id")),
+        event_time=F.col("later.event_time"),
+        # 0.5 just above the plane's speed, 1.0 from twice that speed.
+        score=F.col("_kmh") / F.lit(2 * params.max_kmh),
+        reason=F.format_string("card used %.0f km apart within %.2f h (%.0f km/h)",
+                               F.col("_km"), F.col("_hours"), F.col("_kmh")),
+        evidence={"km": F.col("_km"), "hours": F.col("_hours"), "kmh": F.col("_kmh")},
+    ))
+
+
+DETECTOR = Detector(
+    name="impossible_travel",
+    version="1.0.0",
+    description="consecutive card-present uses further apart than a plane could fly in between",
+    # The alert is about hours of travel; ten minutes of out-of-order tolerance costs nothing noticeable.
+    watermark="10 minutes",
+    params=ImpossibleTravelParams(),
+    detect=detect,
+    scenarios=("impossible_travel",),
+)

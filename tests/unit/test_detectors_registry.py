@@ -1,0 +1,75 @@
+"""Registry, parameters and the `list` command: pure Python, no JVM."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from detectors import __main__ as cli
+from detectors import registry
+
+
+def test_registry_lists_the_built_ins_in_order():
+    assert registry.names() == ["double_swipe", "velocity", "amount_anomaly", "impossible_travel"]
+    assert [d.name for d in registry.all()] == registry.names()
+    assert all(registry.get(name).name == name for name in registry.names())
+
+
+def test_unknown_detector_names_the_registered_ones():
+    with pytest.raises(KeyError, match="registered: double_swipe"):
+        registry.get("nope")
+
+
+def test_resolve_defaults_to_all_and_keeps_order():
+    assert registry.resolve([]) == registry.all()
+    assert [d.name for d in registry.resolve(["velocity", "double_swipe", "velocity"])] == ["velocity", "double_swipe"]
+
+
+@pytest.mark.parametrize("detector", registry.all(), ids=lambda d: d.name)
+def test_params_are_frozen_typed_and_documented(detector):
+    params = detector.params
+    assert dataclasses.is_dataclass(params) and params.__dataclass_params__.frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(params, dataclasses.fields(params)[0].name, 1)
+    for f in dataclasses.fields(params):
+        assert f.type, f"{f.name} has no type"
+    changed = detector.with_params(**{dataclasses.fields(params)[0].name: getattr(params, dataclasses.fields(params)[0].name)})
+    assert changed.params == params and changed is not detector
+
+
+def test_list_command_shows_name_version_watermark_scenarios_and_params(capsys):
+    assert cli.main(["list"]) == 0
+    out = capsys.readouterr().out
+    for detector in registry.all():
+        assert f"{detector.name} {detector.version}" in out
+        assert f"watermark={detector.watermark}" in out
+        for key in detector.describe_params():
+            assert f"{key} = " in out
+    assert "min_count = 5" in out and "scenarios=card_testing" in out
+
+
+def test_list_json(capsys):
+    assert cli.main(["list", "--json", "velocity"]) == 0
+    [entry] = json.loads(capsys.readouterr().out)
+    assert entry["name"] == "velocity" and entry["params"]["min_count"] == 5 and entry["scenarios"] == ["card_testing"]
+
+
+def test_run_rejects_unknown_names_before_importing_the_runner():
+    with pytest.raises(KeyError):
+        cli.main(["run", "nope"])
+
+
+def test_run_delegates_to_the_runner(monkeypatch):
+    import sys
+    import types
+
+    calls = []
+    fake = types.ModuleType("detectors.runner")
+    fake.main = lambda names, rest: calls.append((names, rest)) or 0
+    monkeypatch.setitem(sys.modules, "detectors.runner", fake)
+    import detectors
+    monkeypatch.setattr(detectors, "runner", fake, raising=False)
+    assert cli.main(["run", "velocity", "--max-offsets", "1000"]) == 0
+    assert calls == [(["velocity"], ["--max-offsets", "1000"])]
