@@ -88,3 +88,16 @@ dashboard: up ## the live dashboard on http://127.0.0.1:8765/
 .PHONY: bench-producer
 bench-producer: up ## simulator vs raw kafka-python producer throughput -> artifacts/bench/
 	$(PY) -m bench.producer_throughput
+
+# --- docker compose (needs a Docker engine) ----------------------------------------------------
+.PHONY: compose-up compose-down e2e-compose
+COMPOSE := docker compose -f deploy/docker-compose.yml
+compose-up: ## the whole diamond in containers: Kafka, Redis, topics, services
+	$(COMPOSE) up -d --build --wait
+compose-down: ## stop the compose stack and delete its volumes
+	$(COMPOSE) down -v
+e2e-compose: venv ## end-to-end tests against the compose stack (make compose-up first)
+	FRAUD_E2E_TARGET=compose FRAUD_KAFKA_BOOTSTRAP=127.0.0.1:$${KAFKA_HOST_PORT:-29092} \
+	FRAUD_REDIS_URL=redis://127.0.0.1:$${REDIS_HOST_PORT:-26379}/0 \
+	FRAUD_DASHBOARD_HOST=127.0.0.1 FRAUD_DASHBOARD_PORT=$${DASHBOARD_HOST_PORT:-18765} \
+	$(PYTEST) -m e2e tests

@@ -60,6 +60,8 @@ class Settings:
 
     # --- Spark ---------------------------------------------------------------------------------
     spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
+    # The driver's address: loopback for the local stack; a reachable address on a real cluster.
+    spark_driver_host: str = _env("FRAUD_SPARK_DRIVER_HOST", "127.0.0.1")
     spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 2)
     spark_driver_memory: str = _env("FRAUD_SPARK_DRIVER_MEMORY", "2g")
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")

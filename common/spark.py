@@ -25,8 +25,8 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.app.name": app_name,
         "spark.master": settings.spark_master,
         # Spark picks the machine's other address by default: everything stays on loopback.
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": settings.spark_driver_host,
+        "spark.driver.bindAddress": settings.spark_driver_host,
         "spark.driver.memory": settings.spark_driver_memory,
         # The default of 200 shuffle partitions makes stateful micro-batches 15-18x slower on 2 cores,
         # and the value is frozen into each checkpoint at a query's first run.
@@ -52,7 +52,7 @@ def get_spark(app_name: str = "fraud-detection", settings: Settings | None = Non
     # Workers must run the interpreter that has pyarrow and pandas, not the system python3.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_IP", settings.spark_driver_host)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder

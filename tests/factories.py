@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from common.contracts import format_event_time
 
-T0 = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=timezone.utc)  # in the past: the contract rejects event times a day ahead of the broker
 
 
 def txn(i: int, card: str | None = None, amount: float = 10.0, seconds: float | None = None,

@@ -1,0 +1,87 @@
+"""deploy/docker-compose.yml loaded by Docker Compose's own loader, compose-go (the library inside
+`docker compose` v2): YAML, the compose specification's JSON schema, interpolation, profiles and the
+consistency checks (unknown services in depends_on, undeclared volumes, ...). No Docker engine is
+needed, only the Go toolchain: tests/tools/composecheck is a 40-line program pinned by its go.mod and
+go.sum; its modules come from the Go module proxy on the first run (about 40 s to build, cached after).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from common.settings import REPO_ROOT
+
+COMPOSE_FILE = REPO_ROOT / "deploy" / "docker-compose.yml"
+TOOL = REPO_ROOT / "tests" / "tools" / "composecheck"
+
+
+@pytest.fixture(scope="module")
+def composecheck(tmp_path_factory):
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("the Go toolchain is needed to build tests/tools/composecheck (compose-go)")
+    binary = tmp_path_factory.mktemp("composecheck") / "composecheck"
+    result = subprocess.run([go, "build", "-mod=readonly", "-o", str(binary), "."], cwd=TOOL,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"building composecheck failed:\n{result.stderr[-2000:]}"
+
+    def run(path, *profiles: str, env: dict[str, str] | None = None):
+        args = [str(binary)] + [f"-profile={p}" for p in profiles] + [str(path)]
+        # The host's FRAUD_*/port variables must not change what is validated.
+        clean = {k: v for k, v in os.environ.items() if k in {"PATH", "HOME"}}
+        return subprocess.run(args, capture_output=True, text=True, env={**clean, **(env or {})},
+                              cwd=REPO_ROOT, timeout=60)
+    return run
+
+
+@pytest.mark.parametrize("profiles", [(), ("demo",)])
+def test_compose_file_is_valid_for_docker_compose(composecheck, profiles):
+    result = composecheck(COMPOSE_FILE, *profiles)
+    assert result.returncode == 0, result.stderr
+    project = json.loads(result.stdout)
+    expected = {"kafka", "redis", "topics", "detectors", "enricher", "cases", "dashboard"}
+    if profiles:
+        expected |= {"reference", "producer"}
+    assert set(project["services"]) == expected
+    assert project["name"] == "fraud-detection"
+    # The loader's own view of the merged anchors and the interpolation defaults.
+    detectors = project["services"]["detectors"]
+    assert detectors["environment"]["FRAUD_KAFKA_BOOTSTRAP"] == "kafka:9092"
+    assert detectors["build"]["target"] == "app"
+    assert detectors["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    ports = project["services"]["dashboard"]["ports"]
+    assert ports == [{"mode": "ingress", "host_ip": "127.0.0.1", "target": 8765,
+                      "published": "18765", "protocol": "tcp"}]
+
+
+def test_overridable_variables_reach_the_right_places(composecheck):
+    result = composecheck(COMPOSE_FILE, "demo", env={"KAFKA_HOST_PORT": "39092", "DEMO_RATE": "5"})
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    assert "EXTERNAL://127.0.0.1:39092" in services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    assert services["kafka"]["ports"][0]["published"] == "39092"
+    command = services["producer"]["command"]
+    assert command[command.index("--rate") + 1] == "5"
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (("condition: service_healthy", "condition: service_hapy"), "condition"),
+    (("    hostname: kafka", "    hostnme: kafka"), "hostnme"),
+    (("      - kafka-data:/var/lib/kafka/data", "      - kafka-dta:/var/lib/kafka/data"), "kafka-dta"),
+    (("    <<: *app\n    command: python -m detectors run",
+      "    <<: *app\n    depends_on: [zookeeper]\n    command: python -m detectors run"), "zookeeper"),
+])
+def test_validator_rejects_a_broken_compose_file(composecheck, tmp_path, breakage, message):
+    old, new = breakage
+    text = COMPOSE_FILE.read_text()
+    assert old in text
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(text.replace(old, new, 1))
+    result = composecheck(broken)
+    assert result.returncode != 0, f"the validator accepted a file with {new!r}"
+    assert message in result.stderr, result.stderr
