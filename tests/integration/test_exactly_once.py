@@ -23,13 +23,14 @@ from common.contracts import alert_id
 from common.kafka_io import make_consumer, make_producer, read_topic
 from common.settings import REPO_ROOT
 from common.waiting import wait_until
+from deploy.processes import group_alive
 from sinks.alert_writer import ExactlyOnceWriter, read_last_marker
 from tests.factories import encode, txn
 
 TRANSACTIONS = 100_000
 ALERT_EVERY = 50          # every 50th transaction is a big amount: 2,000 expected alerts
 KILLS = 3
-MAX_OFFSETS_PER_TRIGGER = 4_000
+MAX_OFFSETS_PER_TRIGGER = 10_000
 ARTIFACTS = REPO_ROOT / "artifacts" / "exactly-once"
 
 
@@ -56,15 +57,7 @@ def _kill_group(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait(timeout=30)
-    wait_until(lambda: not _group_alive(proc.pid), 30, "the killed job's processes to be gone", interval=0.1)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
+    wait_until(lambda: not group_alive(proc.pid), 30, "the killed job's processes to be gone", interval=0.1)
 
 
 def _written_offsets(s, topic: str) -> int:
@@ -115,7 +108,7 @@ def test_sigkilled_driver_restarts_without_losing_or_duplicating_alerts(stack, t
     proc = _start_driver(env, sink, log_path)
     try:
         wait_until(lambda: len({json.loads(r.value)["alert_id"] for r in read_topic(s, s.topic_alerts)})
-                   >= len(expected) or proc.poll() is not None, 300, "every expected alert")
+                   >= len(expected) or proc.poll() is not None, 600, "every expected alert")
         assert proc.poll() is None, f"the job died by itself: {log_path.read_text()[-2000:]}"
     finally:
         _kill_group(proc)
