@@ -51,6 +51,11 @@ class RunOptions:
     with_dlq: bool = True                       # run the dead-letter branch
     fail_on_data_loss: bool = True
     extra_source_options: dict[str, str] = field(default_factory=dict)
+    # Appended to each exactly-once writer's id (``<query>@<scope>``), hence to its Kafka transactional.id
+    # (``fraud-writer-<writer id>``) and its marker key. Transactional ids are global to the cluster: two
+    # runs of the same detector on one broker (a test next to `make demo`, two tests) fence each other
+    # unless they use distinct scopes. Empty: the bare query name, as a production deployment uses.
+    writer_scope: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -112,7 +117,8 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
     if options.trigger_seconds:
         writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
     if exactly_once:
-        return writer.foreachBatch(ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()).start()
+        writer_id = f"{name}@{options.writer_scope}" if options.writer_scope else name
+        return writer.foreachBatch(ExactlyOnceWriter(settings, writer_id=writer_id, checkpoint_dir=checkpoint).open()).start()
     return writer.format("kafka").options(**spark_kafka_options(settings)).start()
 
 
@@ -175,7 +181,19 @@ def summarize_progress(progress: dict) -> dict:
         "state_rows": sum(op.get("numRowsTotal", 0) for op in state),
         "rows_dropped_by_watermark": sum(op.get("numRowsDroppedByWatermark", 0) for op in state),
         "invalid_records": validation.get("invalid", 0),
+        "end_offset_total": _end_offset_total(progress),
     }
+
+
+def _end_offset_total(progress: dict) -> int:
+    """Sum over partitions of the Kafka offsets this batch read up to (how far the query has got)."""
+    total = 0
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        offsets = json.loads(end) if isinstance(end, str) else (end or {})
+        for partitions in offsets.values() if isinstance(offsets, dict) else []:
+            total += sum(int(v) for v in partitions.values())
+    return total
 
 
 class ProgressListener:
