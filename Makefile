@@ -75,6 +75,11 @@ new-detector: venv ## start a new detector from the template: NAME=my_detector
 	@test -n "$(NAME)" || { echo "usage: make new-detector NAME=my_detector"; exit 2; }
 	$(PY) -m detectors.new_detector $(NAME)
 
+# --- models -----------------------------------------------------------------------------------
+.PHONY: train
+train: venv ## train and compare models on simulated data, register the best, write artifacts/models/report.md
+	$(PY) -m models train $(if $(PROFILE),--profile $(PROFILE)) $(if $(SEED),--seed $(SEED))
+
 # --- downstream services ----------------------------------------------------------------------
 .PHONY: enricher cases dashboard
 enricher: up ## the Faust enricher: alerts -> alerts.enriched

@@ -159,9 +159,12 @@ def _progress_entry(raw: dict, input_batch: int, has_data: bool) -> BatchProgres
 
 
 def _file_offset(raw: dict) -> int:
-    offsets = [s.get("endOffset") for s in raw.get("sources") or []]
-    values = [json.loads(o)["logOffset"] if isinstance(o, str) else (o or {}).get("logOffset", -1)
-              for o in offsets]
+    """The file source's end offset in a progress (-1 before the first file: Spark reports "None")."""
+    values = []
+    for offset in (s.get("endOffset") for s in raw.get("sources") or []):
+        if isinstance(offset, str):
+            offset = json.loads(offset) if offset.strip().startswith("{") else None
+        values.append((offset or {}).get("logOffset", -1))
     return max(values, default=-1)
 
 

@@ -1,0 +1,111 @@
+"""The Spark side of ``models.features``: the same functions, run in Spark on a static DataFrame or a stream.
+
+``features_frame(transactions, terminal_table)`` turns parsed transactions (``TRANSACTION_SCHEMA``) into
+the identifying columns plus ``FEATURES``:
+
+1. group by ``customer_id`` and run ``features.row_features`` + ``features.customer_window_stats`` in
+   pandas: ``applyInPandas`` on a static DataFrame (the whole history at once, like training), or
+   ``applyInPandasWithState`` on a stream (state per customer: the last 30 days + one day of margin of
+   (event time, amount), as little-endian int64/float64 bytes, evicted by an event-time timeout 31 days
+   after the customer's last transaction; rows behind the watermark are dropped by the operator);
+2. left join the terminal table (a small static DataFrame built from a pandas table the caller hands
+   over) on ``(terminal_id, day)`` and fill missing terminal features with 0, as
+   ``features.fill_terminal_defaults`` does on the batch path.
+
+Streaming caveat (the only way the paths can differ): a transaction is scored with the history that
+has arrived so far. A late transaction (within the watermark) sees all earlier ones, exactly as in
+batch, but transactions scored before it arrived do not see it. In-order streams give identical
+features; the parity test checks it.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from detectors import _compat
+from models import features as fx
+
+# PySpark 4.0.0 worker bug in applyInPandasWithState (see detectors/_compat.py): installed at import so
+# that every Python worker unpickling ``_streaming_function`` (this module) has it before the first batch.
+_compat.install()
+
+# Columns carried through the per-customer step (everything the alert needs, plus the features).
+CARRIED = ["txn_id", "card_id", "customer_id", "terminal_id", "currency", "event_time"]
+CUSTOMER_STEP_SCHEMA = ("txn_id string, card_id string, customer_id string, terminal_id string, "
+                        "currency string, event_time timestamp, day long, "
+                        + ", ".join(f"{name} double" for name in fx.ROW_FEATURES + fx.CUSTOMER_FEATURES))
+STATE_SCHEMA = "t_ms binary, amounts binary, last_ms long"
+HISTORY_MARGIN_MS = fx.DAY_MS    # kept beyond the longest window, for rows arriving late
+
+
+def _customer_step(pdf: pd.DataFrame, hist_t: np.ndarray, hist_a: np.ndarray) -> pd.DataFrame:
+    """Row and customer features of one customer's new rows, given its history (empty on static)."""
+    pdf = pdf.sort_values(["event_time", "txn_id"], kind="mergesort").reset_index(drop=True)
+    t_ms = fx.to_ms(pdf["event_time"])
+    amount = pdf["amount"].to_numpy(dtype=np.float64)
+    rows = fx.row_features(t_ms, amount)
+    cust = fx.customer_features_with_history(hist_t, hist_a, t_ms, amount, pdf["txn_id"].to_numpy())
+    return pd.concat([pdf[CARRIED], rows, cust], axis=1)
+
+
+def _static_function(pdf: pd.DataFrame) -> pd.DataFrame:
+    return _customer_step(pdf, np.zeros(0, dtype=np.int64), np.zeros(0))
+
+
+def _streaming_function(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
+    _compat.install()              # no-op once installed
+    if state.hasTimedOut:          # no transaction for 31 days of event time: the history is useless
+        state.remove()
+        return
+    pdf = pd.concat(list(frames), ignore_index=True)
+    if state.exists:
+        t_bytes, a_bytes, last_ms = state.get
+        hist_t, hist_a = np.frombuffer(t_bytes, dtype="<i8"), np.frombuffer(a_bytes, dtype="<f8")
+    else:
+        hist_t, hist_a, last_ms = np.zeros(0, dtype=np.int64), np.zeros(0), 0
+    out = _customer_step(pdf, hist_t, hist_a)
+    all_t = np.concatenate([hist_t, fx.to_ms(pdf["event_time"])])
+    all_a = np.concatenate([hist_a, pdf["amount"].to_numpy(dtype=np.float64)])
+    last_ms = max(int(last_ms), int(all_t.max()))
+    keep = all_t > last_ms - fx.CUSTOMER_HISTORY_MS - HISTORY_MARGIN_MS
+    order = np.argsort(all_t[keep], kind="stable")
+    state.update((all_t[keep][order].astype("<i8").tobytes(), all_a[keep][order].astype("<f8").tobytes(),
+                  last_ms))
+    state.setTimeoutTimestamp(last_ms + fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS)
+    yield out
+
+
+def customer_step(transactions: DataFrame) -> DataFrame:
+    """Row + customer features, per customer in pandas (static: applyInPandas; stream: with state)."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    columns = transactions.select(*CARRIED, "amount")
+    grouped = columns.groupBy("customer_id")
+    if transactions.isStreaming:
+        return grouped.applyInPandasWithState(_streaming_function, CUSTOMER_STEP_SCHEMA, STATE_SCHEMA,
+                                              "append", GroupStateTimeout.EventTimeTimeout)
+    return grouped.applyInPandas(_static_function, CUSTOMER_STEP_SCHEMA)
+
+
+def terminal_frame(spark, table: pd.DataFrame) -> DataFrame:
+    """The terminal feature table as a (broadcastable) static DataFrame."""
+    schema = "terminal_id string, day long, " + ", ".join(f"{n} double" for n in fx.TERMINAL_FEATURES)
+    if table is None or len(table) == 0:
+        return spark.createDataFrame([], schema)
+    pdf = table[["terminal_id", "day"] + fx.TERMINAL_FEATURES].copy()
+    pdf["day"] = pdf["day"].astype(np.int64)
+    return spark.createDataFrame(pdf, schema)
+
+
+def features_frame(transactions: DataFrame, terminal_table: pd.DataFrame | DataFrame | None) -> DataFrame:
+    """Identifying columns, ``day`` and ``FEATURES`` of every transaction (static or streaming)."""
+    spark = transactions.sparkSession
+    terminals = terminal_table if isinstance(terminal_table, DataFrame) else terminal_frame(spark, terminal_table)
+    stepped = customer_step(transactions)
+    joined = stepped.join(F.broadcast(terminals), on=["terminal_id", "day"], how="left")
+    return joined.fillna(0.0, subset=fx.TERMINAL_FEATURES).select(*CARRIED, "day", *fx.FEATURES)

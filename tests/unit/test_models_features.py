@@ -1,0 +1,110 @@
+"""Feature maths of models/features.py on tiny hand-made data (no Spark)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from models import features as fx
+
+T0 = pd.Timestamp("2026-01-05 10:00:00")      # a Monday
+DAY = pd.Timedelta(days=1)
+
+
+def _txns(rows):
+    """rows: (txn_id, customer, terminal, amount, event_time)."""
+    return pd.DataFrame(rows, columns=["txn_id", "customer_id", "terminal_id", "amount", "event_time"])
+
+
+def test_feature_list_is_the_handbooks_fifteen():
+    assert len(fx.FEATURES) == 15 and len(set(fx.FEATURES)) == 15
+    assert fx.FEATURES[:3] == ["amount", "is_weekend", "is_night"]
+    assert "customer_avg_amount_30d" in fx.FEATURES and "terminal_risk_7d" in fx.FEATURES
+
+
+def test_weekend_night_and_day():
+    times = pd.Series(pd.to_datetime(["2026-01-05 06:59:59", "2026-01-05 07:00:00",    # Monday
+                                      "2026-01-10 12:00:00", "2026-01-11 00:00:00"]))  # Saturday, Sunday
+    rows = fx.row_features(fx.to_ms(times), np.array([1.0, 2.0, 3.0, 4.0]))
+    assert rows["is_night"].tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert rows["is_weekend"].tolist() == [0.0, 0.0, 1.0, 1.0]
+    assert rows["day"].tolist() == [20458, 20458, 20463, 20464]   # days since 1970-01-01
+
+
+def test_to_ms_accepts_naive_and_aware_times():
+    naive = pd.Series(pd.to_datetime(["2026-01-05 10:00:00.123"]))
+    aware = naive.dt.tz_localize("UTC")
+    assert fx.to_ms(naive).tolist() == fx.to_ms(aware).tolist() == [1767607200123]
+
+
+def test_customer_windows_count_and_mean_including_the_transaction_itself():
+    txns = _txns([
+        ("a1", "A", "T", 10.00, T0),
+        ("a2", "A", "T", 20.00, T0 + pd.Timedelta(hours=2)),
+        ("b1", "B", "T", 99.99, T0 + pd.Timedelta(hours=3)),
+        ("a3", "A", "T", 30.00, T0 + DAY),                          # exactly 1 day after a1: a1 is out of 1d
+        ("a4", "A", "T", 40.00, T0 + 10 * DAY),                     # only a4 in 1d and 7d; all four in 30d
+    ])
+    out = fx.customer_features(txns["customer_id"], fx.to_ms(txns["event_time"]), txns["amount"], txns["txn_id"])
+    assert out["customer_nb_tx_1d"].tolist() == [1, 2, 1, 2, 1]
+    assert out["customer_avg_amount_1d"].tolist() == [10.0, 15.0, 99.99, 25.0, 40.0]
+    assert out["customer_nb_tx_7d"].tolist() == [1, 2, 1, 3, 1]
+    assert out["customer_avg_amount_7d"].tolist() == [10.0, 15.0, 99.99, 20.0, 40.0]
+    assert out["customer_nb_tx_30d"].tolist() == [1, 2, 1, 3, 4]
+    assert out["customer_avg_amount_30d"].tolist() == [10.0, 15.0, 99.99, 20.0, 25.0]
+
+
+def test_customer_windows_agree_with_pandas_rolling():
+    rng = np.random.default_rng(3)
+    n = 400
+    txns = _txns([(f"t{i:04d}", f"c{rng.integers(5)}", "T", round(float(rng.uniform(1, 200)), 2),
+                   T0 + pd.Timedelta(seconds=int(rng.integers(0, 60 * 86400)))) for i in range(n)])
+    out = fx.customer_features(txns["customer_id"], fx.to_ms(txns["event_time"]), txns["amount"], txns["txn_id"])
+    ordered = txns.assign(i=range(n)).sort_values(["customer_id", "event_time", "txn_id"])
+    for w in fx.CUSTOMER_WINDOWS_DAYS:
+        rolled = ordered.groupby("customer_id").rolling(f"{w}D", on="event_time")["amount"]
+        count, mean = rolled.count().to_numpy(), rolled.mean().to_numpy()
+        idx = ordered["i"].to_numpy()
+        assert np.array_equal(out[f"customer_nb_tx_{w}d"].to_numpy()[idx], count)
+        assert np.allclose(out[f"customer_avg_amount_{w}d"].to_numpy()[idx], mean, rtol=1e-12)
+
+
+def test_streaming_step_with_history_equals_batch():
+    rng = np.random.default_rng(5)
+    times = np.sort(rng.integers(0, 40 * 86_400_000, 60)) + fx.to_ms(pd.Series([T0]))[0]
+    amounts = np.round(rng.uniform(1, 100, 60), 2)
+    ids = np.array([f"t{i:03d}" for i in range(60)], dtype=object)
+    batch = fx.customer_features(pd.Series(["A"] * 60), times, amounts, pd.Series(ids))
+    step = fx.customer_features_with_history(times[:45], amounts[:45], times[45:], amounts[45:], ids[45:])
+    pd.testing.assert_frame_equal(step, batch.iloc[45:].reset_index(drop=True))
+
+
+def test_terminal_table_is_delayed_by_seven_days_and_risk_is_the_fraud_share():
+    day0 = pd.Timestamp("2026-01-01")
+    rows = [("T", day0 + pd.Timedelta(hours=12), 1), ("T", day0 + pd.Timedelta(hours=13), 0),
+            ("T", day0 + DAY + pd.Timedelta(hours=1), 0), ("U", day0 + 5 * DAY, 1)]
+    term = pd.Series([r[0] for r in rows])
+    t_ms = fx.to_ms(pd.Series([r[1] for r in rows]))
+    d = int(fx.day_of(t_ms)[0])
+    table = fx.terminal_feature_table(term, t_ms, np.array([r[2] for r in rows]), d, d + 40).set_index(["terminal_id", "day"])
+    # day d+8 is the first to see day d (whole days D-7-w .. D-8)
+    assert ("T", d + 7) not in table.index
+    first = table.loc[("T", d + 8)]
+    assert first["terminal_nb_tx_1d"] == 2 and first["terminal_risk_1d"] == 0.5
+    second = table.loc[("T", d + 9)]
+    assert second["terminal_nb_tx_1d"] == 1 and second["terminal_risk_1d"] == 0.0
+    assert second["terminal_nb_tx_7d"] == 3 and second["terminal_risk_7d"] == pytest.approx(1 / 3)
+    # the 30-day window ends with day d+37 (covers d .. d+29 at D = d+37 ... last day seeing day d+1 is d+38)
+    assert table.loc[("T", d + 38), "terminal_nb_tx_30d"] == 1
+    assert ("T", d + 39) not in table.index
+    assert table.loc[("U", d + 13), "terminal_risk_30d"] == 1.0
+
+
+def test_build_features_fills_unknown_terminals_with_zero():
+    txns = _txns([("a1", "A", "NEW", 12.5, T0)])
+    empty = fx.terminal_feature_table(pd.Series([], dtype=str), np.zeros(0, dtype=np.int64), np.zeros(0))
+    frame = fx.build_features(txns, empty)
+    assert list(frame.columns[-15:]) == fx.FEATURES
+    assert (frame[fx.TERMINAL_FEATURES] == 0).all(axis=None)
+    assert frame.loc[0, "amount"] == 12.5 and frame.loc[0, "customer_nb_tx_30d"] == 1
