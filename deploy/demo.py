@@ -142,7 +142,7 @@ def _train_model_if_missing(group: ProcessGroup, env: dict[str, str], say) -> No
         _run_to_end(group, "train", ["-m", "models", "train"], env)
 
 
-def _wait_for_services(group: ProcessGroup, settings: Settings, say, timeout: float = 180) -> None:
+def _wait_for_services(group: ProcessGroup, settings: Settings, say, timeout: float = 420) -> None:
     """Every detector query has reported progress and the dashboard answers."""
     import urllib.request
 

@@ -11,6 +11,11 @@ Definitions (every number in the report follows these):
   transactions of that scenario. A detector's headline ``recall`` is over the scenarios it declares
   (``Detector.scenarios``) together; ``recall_all_fraud`` is over every fraud transaction.
 - Transactions labelled ``late`` are kept: the backtest is static, so nothing is behind a watermark.
+- ``score(..., recall_excludes=ids)`` leaves the given fraud transactions out of every recall (numerator
+  and denominator) and reports how many were left out per scenario (``excluded``) and how many of those
+  were detected all the same (``excluded_detected``). A streaming run uses it for late-labelled fraud: a
+  transaction that arrives behind the watermark is dropped by design (and counted by Spark), so it says
+  nothing about the detector. Precision is unaffected: alerts are judged by their trigger's label.
 """
 
 from __future__ import annotations
@@ -41,12 +46,19 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return round(numerator / denominator, 4) if denominator else None
 
 
-def score(detectors: list[Detector], alerts: Iterable[dict], labels: dict[str, dict]) -> dict:
-    """The report for ``alerts`` (of the given detectors) against ``labels``. Pure Python."""
+def score(detectors: list[Detector], alerts: Iterable[dict], labels: dict[str, dict],
+          recall_excludes: Iterable[str] = ()) -> dict:
+    """The report for ``alerts`` (of the given detectors) against ``labels``. Pure Python.
+
+    ``recall_excludes``: fraud transactions left out of recall (e.g. late ones in a streaming run)."""
+    excluded_ids = set(recall_excludes)
     fraud_by_scenario: dict[str, set[str]] = defaultdict(set)
+    excluded_by_scenario: dict[str, set[str]] = defaultdict(set)
     for txn_id, label in labels.items():
         if label.get("is_fraud"):
-            fraud_by_scenario[label.get("scenario") or "unknown"].add(txn_id)
+            scenario = label.get("scenario") or "unknown"
+            (excluded_by_scenario if txn_id in excluded_ids else fraud_by_scenario)[scenario].add(txn_id)
+            fraud_by_scenario.setdefault(scenario, set())
     all_fraud = set().union(*fraud_by_scenario.values()) if fraud_by_scenario else set()
 
     by_detector: dict[str, list[dict]] = defaultdict(list)
@@ -55,6 +67,8 @@ def score(detectors: list[Detector], alerts: Iterable[dict], labels: dict[str, d
 
     report = {"fraud_transactions": {s: len(t) for s, t in sorted(fraud_by_scenario.items())},
               "labelled_transactions": len(labels), "detectors": {}}
+    if excluded_ids:
+        report["excluded_from_recall"] = {s: len(t) for s, t in sorted(excluded_by_scenario.items())}
     for detector in detectors:
         found = by_detector.get(detector.name, [])
         named = {txn_id for alert in found for txn_id in alert["txn_ids"]}
@@ -78,6 +92,9 @@ def score(detectors: list[Detector], alerts: Iterable[dict], labels: dict[str, d
                 "detected": len(fraud & named),
                 "recall": _ratio(len(fraud & named), len(fraud)),
             }
+            if excluded_ids:
+                left_out = excluded_by_scenario.get(scenario, set())
+                scenarios[scenario].update(excluded=len(left_out), excluded_detected=len(left_out & named))
         report["detectors"][detector.name] = {
             "version": detector.version,
             "scenarios": list(detector.scenarios),
@@ -97,9 +114,12 @@ def markdown(report: dict) -> str:
         return "–" if value is None else (f"{value:.3f}" if isinstance(value, float) else str(value))
 
     lines = ["# Backtest", "", f"Labelled transactions: {report['labelled_transactions']}; fraud by scenario: "
-             + (", ".join(f"{s} {n}" for s, n in report["fraud_transactions"].items()) or "none"), "",
-             "| detector | version | alerts | true pos. | precision | recall (own scenarios) | recall (all fraud) |",
-             "|---|---|---|---|---|---|---|"]
+             + (", ".join(f"{s} {n}" for s, n in report["fraud_transactions"].items()) or "none"), ""]
+    if report.get("excluded_from_recall"):
+        lines += ["Left out of recall (e.g. late): " + ", ".join(
+            f"{s} {n}" for s, n in report["excluded_from_recall"].items()), ""]
+    lines += ["| detector | version | alerts | true pos. | precision | recall (own scenarios) | recall (all fraud) |",
+              "|---|---|---|---|---|---|---|"]
     for name, d in report["detectors"].items():
         lines.append(f"| {name} | {d['version']} | {d['alerts']} | {d['true_positives']} | {fmt(d['precision'])} "
                      f"| {fmt(d['recall'])} | {fmt(d['recall_all_fraud'])} |")

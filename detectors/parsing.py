@@ -136,9 +136,12 @@ def with_validation(raw: DataFrame) -> DataFrame:
         (F.col("key").cast("string") != card, F.lit("record key does not match card_id")),
     ]
 
-    reason = F.lit(None).cast("string")
-    for condition, message in reversed(checks):
-        reason = F.when(F.coalesce(condition, F.lit(False)), message).otherwise(reason)
+    # One CASE with a branch per rule (first match wins), not sixty nested ones: a deep tree of
+    # CaseWhen made the optimizer's constraint propagation fill the driver's heap.
+    first, *rest = checks
+    reason = F.when(F.coalesce(first[0], F.lit(False)), first[1])
+    for condition, message in rest:
+        reason = reason.when(F.coalesce(condition, F.lit(False)), message)
 
     typed = {
         **{name: _text(name) for name in _STRING_FIELDS if name != "event_time"},

@@ -51,11 +51,6 @@ class RunOptions:
     with_dlq: bool = True                       # run the dead-letter branch
     fail_on_data_loss: bool = True
     extra_source_options: dict[str, str] = field(default_factory=dict)
-    # Appended to each exactly-once writer's id (``<query>@<scope>``), hence to its Kafka transactional.id
-    # (``fraud-writer-<writer id>``) and its marker key. Transactional ids are global to the cluster: two
-    # runs of the same detector on one broker (a test next to `make demo`, two tests) fence each other
-    # unless they use distinct scopes. Empty: the bare query name, as a production deployment uses.
-    writer_scope: str = ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -117,8 +112,7 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
     if options.trigger_seconds:
         writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
     if exactly_once:
-        writer_id = f"{name}@{options.writer_scope}" if options.writer_scope else name
-        return writer.foreachBatch(ExactlyOnceWriter(settings, writer_id=writer_id, checkpoint_dir=checkpoint).open()).start()
+        return writer.foreachBatch(ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()).start()
     return writer.format("kafka").options(**spark_kafka_options(settings)).start()
 
 

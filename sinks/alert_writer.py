@@ -74,7 +74,9 @@ class ExactlyOnceWriter:
                  transaction_timeout_ms: int = 60000):
         self.settings = settings
         self.writer_id = writer_id
-        self.transactional_id = f"fraud-writer-{writer_id}"
+        # Transactional ids are global to the cluster: scoped by the alerts topic, two deployments (or a
+        # test beside `make demo`) on one broker never fence each other; one deployment's id is stable.
+        self.transactional_id = f"fraud-writer.{settings.topic_alerts}.{writer_id}"
         self.checkpoint_dir = Path(checkpoint_dir)
         self.transaction_timeout_ms = transaction_timeout_ms
         self.producer = None

@@ -88,6 +88,16 @@ def test_amount_anomaly_constant_amount_card_is_not_noisy(spark):
     assert static(spark, "amount_anomaly", history + [txn("c1", T0 + 200 * MIN, 14.99)]) == []
 
 
+def test_amount_anomaly_card_testing_does_not_become_the_history(spark):
+    # A young card: three ordinary purchases, then a card-testing burst of nine charges seconds apart,
+    # then the holder's ordinary purchase. Learnt as twelve amounts, the burst would make 48.00 a 20x spike.
+    history = [txn("c1", T0 + i * 60 * MIN, amount) for i, amount in enumerate([41.0, 52.5, 38.9])]
+    burst = samples.card_testing("c1", T0 + 300 * MIN, count=9, every_s=20)
+    purchase = txn("c1", T0 + 400 * MIN, 48.0)
+    assert static(spark, "amount_anomaly", history + burst + [purchase]) == []
+    assert static(spark, "amount_anomaly", history + burst + [purchase], history_min_gap_seconds=0) != []
+
+
 def test_impossible_travel_needs_card_present_locations(spark):
     online = [txn("c1", T0, 20.0, where=PARIS), txn("c1", T0 + 30 * MIN, 20.0, channel="ecom", where=NEW_YORK)]
     assert static(spark, "impossible_travel", online) == []

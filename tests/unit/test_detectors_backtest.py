@@ -42,6 +42,21 @@ def test_precision_counts_the_triggering_transaction_and_recall_any_named_one():
     assert report["fraud_transactions"] == {"card_testing": 3, "double_swipe": 2}
 
 
+def test_recall_can_leave_out_transactions_such_as_late_ones():
+    alerts = [alert("double_swipe", "ds1a", "ds1b"), alert("velocity", "ct1", "ct2")]
+    report = backtest.score([registry.get("double_swipe"), registry.get("velocity")], alerts, LABELS,
+                            recall_excludes={"ds2b", "ct2"})
+    ds = report["detectors"]["double_swipe"]
+    assert ds["recall"] == 1.0 and ds["precision"] == 1.0                  # ds2b is out of the denominator
+    assert ds["per_scenario"]["double_swipe"] == {"alerts": 1, "fraud_transactions": 1, "detected": 1,
+                                                  "recall": 1.0, "excluded": 1, "excluded_detected": 0}
+    v = report["detectors"]["velocity"]
+    assert v["recall"] == 0.5                                              # ct1 of {ct1, ct3}
+    assert v["per_scenario"]["card_testing"]["excluded_detected"] == 1     # ct2 was named all the same
+    assert report["excluded_from_recall"] == {"card_testing": 1, "double_swipe": 1}
+    assert "Left out of recall" in backtest.markdown(report)
+
+
 def test_no_alerts_means_no_precision_and_zero_recall():
     report = backtest.score([registry.get("impossible_travel")], [], LABELS)
     d = report["detectors"]["impossible_travel"]
@@ -73,3 +88,22 @@ def test_little_history_never_alerts_and_history_is_capped():
     assert found == []                                      # only two earlier amounts at the spike
     found, history = score_amounts(history, np.array([10.0, 10.0, 1000.0]), params)
     assert len(found) == 1 and len(history) == 5
+
+
+def test_a_burst_of_rapid_charges_is_learnt_once():
+    """A card-testing burst must not become the card's history (its median would collapse to ~2)."""
+    params = AmountAnomalyParams()
+    minute = 60_000
+    ordinary = np.array([40.0, 55.0, 38.0])
+    burst = np.round(np.linspace(0.5, 3.0, 10), 2)
+    amounts = np.concatenate([ordinary, burst, [60.0]])
+    times = np.concatenate([np.arange(3) * 600 * minute, 2000 * minute + np.arange(10) * 20_000,
+                            [3000 * minute]])
+    found, history = score_amounts(np.array([]), amounts, params)            # no times: every amount learnt
+    assert [f[0] for f in found] == [13]                                       # 60.00 looks like a 20x spike
+    found, history = score_amounts(np.array([]), amounts, params, times)
+    assert found == [] and list(history) == [40.0, 55.0, 38.0, 0.5, 60.0]      # first charge of the burst only
+    # Across micro-batches: a charge 30 s after the newest one seen before is not learnt either.
+    _, history = score_amounts(history, np.array([2.0]), params, np.array([3000 * minute + 30_000]), 3000 * minute)
+    assert len(history) == 5
+
