@@ -20,6 +20,7 @@ from pathlib import Path
 
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
+from deploy.processes import tail_file
 
 DEPLOY_DIR = Path(__file__).resolve().parent
 MAVEN_SETTINGS = DEPLOY_DIR / "maven" / "settings.xml"
@@ -159,10 +160,7 @@ class Service:
         return True
 
     def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
+        return tail_file(self.log_file, lines)
 
 
 def _alive(pid: int) -> bool:

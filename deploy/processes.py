@@ -39,10 +39,15 @@ class Child:
         return self.proc is not None and self.proc.poll() is None
 
     def tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
+        return tail_file(self.log_path, lines)
+
+
+def tail_file(path: Path, lines: int) -> str:
+    """The last ``lines`` lines of a log file ("" if it does not exist yet)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return ""
 
 
 def group_alive(pgid: int) -> bool:

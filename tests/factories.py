@@ -27,3 +27,12 @@ def txn(i: int, card: str | None = None, amount: float = 10.0, seconds: float | 
 
 def encode(value: dict) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
+
+
+def pan_like() -> str:
+    """A Luhn-valid 16-digit number, built at run time so no card number is ever written in the repo:
+    for testing that such values are refused where a card token belongs."""
+    from common.contracts import luhn_valid
+
+    body = "4" + "1" * 14
+    return next(body + str(d) for d in range(10) if luhn_valid(body + str(d)))

@@ -11,13 +11,13 @@ import random
 from datetime import timedelta
 
 from common.contracts import CHANNELS, MAX_VALUE_BYTES, format_event_time
-from tests.factories import T0
+from tests.factories import T0, pan_like
 
 FIELDS = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "amount", "currency",
           "event_time", "channel", "mcc", "lat", "lon"]
 WRONG_VALUES = [None, 7, 1.5, True, "x", "", [1], {"a": 1}, -3, 12.345, "2026-11-22 10:00:00",
                 "1999-12-31T23:59:59.999Z", "2099-01-01T00:00:00.000Z", "2026-02-30T10:00:00.000Z",
-                "4111111111111111", "eur", "web", "54111", 91.0, -181.0, 1e9, 1e400, " ", 0.1, 100]
+                pan_like(), "eur", "web", "54111", 91.0, -181.0, 1e9, 1e400, " ", 0.1, 100]
 KINDS = ["good", "good", "good", "field", "field", "missing", "bytes", "key", "shape"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from producers.replay import EventTimePacer, check_line, extract_card_id, problems, publish_file
+from tests.factories import pan_like
 
 GOOD = {"txn_id": "t1", "card_id": "card-000001", "customer_id": "c1", "merchant_id": "m1",
         "terminal_id": "x1", "amount": 12.5, "currency": "EUR", "event_time": "2026-01-05T10:00:00.000Z",
@@ -46,7 +47,7 @@ def test_a_valid_line_gives_its_card_as_key_and_its_event_time():
 
 
 def test_bad_lines_are_reported_with_their_number_and_reason(tmp_path):
-    path = write(tmp_path, [line(), line(amount=-1), b"{not json", line(), line(card_id="4111111111111111")])
+    path = write(tmp_path, [line(), line(amount=-1), b"{not json", line(), line(card_id=pan_like())])
     bad = problems(path)
     assert [(b.number, b.problem) for b in bad] == [
         (2, "amount is negative: -1"), (3, "value is not valid JSON"),
