@@ -39,13 +39,13 @@ def run_settings(base: Settings, run_id: str) -> Settings:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m deploy.demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=90, help="seconds of simulated traffic (default 90)")
-    parser.add_argument("--rate", type=float, default=2000, help="transactions per second (default 2000)")
+    parser.add_argument("--duration", type=float, default=60, help="seconds of simulated traffic (default 60)")
+    parser.add_argument("--rate", type=float, default=1000, help="transactions per second (default 1000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-running", action="store_true",
                         help="after the report, keep the services and the dashboard up until Ctrl-C")
     parser.add_argument("--out", type=Path, default=None, help="report folder (default artifacts/demo/<run>)")
-    parser.add_argument("--drain-timeout", type=float, default=180, help="seconds to wait for the pipeline to drain")
+    parser.add_argument("--drain-timeout", type=float, default=600, help="seconds to wait for the pipeline to drain")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete this run's topics at the end")
     parser.add_argument("--no-live", action="store_true", help="plain log lines instead of the live view")
     return parser.parse_args(argv)
