@@ -90,7 +90,11 @@ dashboard: up ## the live dashboard on http://127.0.0.1:8765/
 	$(PY) -m sinks.dashboard
 
 # --- benchmarks -------------------------------------------------------------------------------
-.PHONY: bench-producer
+.PHONY: bench bench-quick bench-producer
+bench: up ## every benchmark, side by side with the baselines -> artifacts/bench/<run>/ (ONLY="pipeline latency")
+	$(PY) -m bench $(if $(ONLY),--only $(ONLY))
+bench-quick: up ## the short form of make bench
+	$(PY) -m bench --quick $(if $(ONLY),--only $(ONLY))
 bench-producer: up ## simulator vs raw kafka-python producer throughput -> artifacts/bench/
 	$(PY) -m bench.producer_throughput
 

@@ -78,10 +78,11 @@ class ProcessGroup:
 
     def start(self, name: str, args: Sequence[str], env: dict[str, str] | None = None) -> Child:
         """Start ``python args...`` (this interpreter) as ``name``, output to ``<log_dir>/<name>.log``."""
-        child = self.children.get(name) or Child(name, [sys.executable, *args], {**self.base_env, **(env or {})},
-                                                 self.log_dir / f"{name}.log")
-        if child.running():
-            raise RuntimeError(f"{name} is already running (pid {child.pid})")
+        previous = self.children.get(name)
+        if previous is not None and previous.running():
+            raise RuntimeError(f"{name} is already running (pid {previous.pid})")
+        child = Child(name, [sys.executable, *args], {**self.base_env, **(env or {})}, self.log_dir / f"{name}.log",
+                      restarts=previous.restarts if previous else 0)
         with open(child.log_path, "ab") as log:
             child.proc = subprocess.Popen(child.cmd, cwd=REPO_ROOT, env=child.env, stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -91,9 +92,11 @@ class ProcessGroup:
         return child
 
     def restart(self, name: str) -> Child:
-        child = self.children[name]
+        """Start ``name`` again with the command and environment it had."""
+        previous = self.children[name]
+        child = self.start(name, previous.cmd[1:], previous.env)
         child.restarts += 1
-        return self.start(name, child.cmd[1:])
+        return child
 
     def kill(self, name: str, sig: int = signal.SIGKILL, timeout: float = 30.0) -> None:
         """Send ``sig`` to the whole group of ``name`` and wait until every process of it is gone."""
