@@ -83,11 +83,11 @@ def test_event_time_pacing_sleeps_only_when_ahead_and_never_for_late_records():
     now = [100.0]
     sleeps = []
 
-    def sleep(seconds):
+    def advance_clock(seconds):  # the fake clock: nothing waits
         sleeps.append(round(seconds, 6))
         now[0] += seconds
 
-    pacer = EventTimePacer(speedup=10, clock=lambda: now[0], sleep=sleep)
+    pacer = EventTimePacer(speedup=10, clock=lambda: now[0], sleep=advance_clock)
     for event_ms in (0, 1_000, 1_001, 500, 20_000):  # 500 is out of order: released at once
         pacer.wait(event_ms)
     assert sleeps == [0.1, 1.9]   # 1 s of event time at 10x = 0.1 s; 1.001 s is within the slack

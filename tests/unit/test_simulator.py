@@ -227,11 +227,11 @@ def test_the_pacer_sends_in_bursts_on_a_monotonic_schedule():
     now = [0.0]
     sleeps = []
 
-    def sleep(seconds):
+    def advance_clock(seconds):  # the fake clock: nothing waits
         sleeps.append(seconds)
         now[0] += seconds
 
-    pacer = Pacer(10_000, clock=lambda: now[0], sleep=sleep)
+    pacer = Pacer(10_000, clock=lambda: now[0], sleep=advance_clock)
     sent = 0
     while sent < 50_000:
         sent += min(pacer.allowance(sent), 2000)
