@@ -35,7 +35,7 @@ def test_weekend_night_and_day():
 def test_to_ms_accepts_naive_and_aware_times():
     naive = pd.Series(pd.to_datetime(["2026-01-05 10:00:00.123"]))
     aware = naive.dt.tz_localize("UTC")
-    assert fx.to_ms(naive).tolist() == fx.to_ms(aware).tolist() == [1767607200123]
+    assert fx.to_ms(naive).tolist() == fx.to_ms(aware).tolist() == [1_767_607_200_123]
 
 
 def test_customer_windows_count_and_mean_including_the_transaction_itself():
