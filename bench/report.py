@@ -177,16 +177,8 @@ def plots(results: dict, out_dir: Path) -> list[str]:
             pts = [(c, y) for c, y in zip(cards, ys) if y]
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=n)
-        ax.set_xscale("log")
-        ax.set_xlabel("distinct cards")
-        ax.set_ylabel("transactions / s")
-        ax.set_title("Pipeline throughput from Kafka vs distinct cards")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "throughput_vs_cards.png", dpi=110)
-        plt.close(fig)
-        written.append("throughput_vs_cards.png")
+        _style(ax, "distinct cards", "transactions / s", "Pipeline throughput from Kafka vs distinct cards", log_x=True)
+        written.append(_save(plt, fig, out_dir, "throughput_vs_cards.png"))
     lat = b.get("latency")
     if lat:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -199,21 +191,10 @@ def plots(results: dict, out_dir: Path) -> list[str]:
             if samples:
                 samples = sorted(samples)
                 ax2.plot(samples, [i / len(samples) for i in range(len(samples))], label=variant)
-        ax1.set_xscale("log")
-        ax1.set_xlabel("offered load (tx/s)")
-        ax1.set_ylabel("event-to-alert latency (s)")
-        ax1.set_title("p50 / p99 latency vs load")
-        ax1.grid(True, alpha=0.3)
-        ax1.legend(fontsize=7)
-        ax2.set_xlabel("latency (s) at 2,000 tx/s")
-        ax2.set_ylabel("fraction of alerts")
-        ax2.set_title("latency distribution (CDF)")
-        ax2.grid(True, alpha=0.3)
-        ax2.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "latency.png", dpi=110)
-        plt.close(fig)
-        written.append("latency.png")
+        _style(ax1, "offered load (tx/s)", "event-to-alert latency (s)", "p50 / p99 latency vs load",
+               log_x=True, legend_size=7)
+        _style(ax2, "latency (s) at 2,000 tx/s", "fraction of alerts", "latency distribution (CDF)")
+        written.append(_save(plt, fig, out_dir, "latency.png"))
     mem = b.get("memory")
     if mem:
         fig, ax = plt.subplots(figsize=(8, 5))
@@ -225,14 +206,23 @@ def plots(results: dict, out_dir: Path) -> list[str]:
                 ys = [(c, y / MB) for c, y in ys if y]
                 if ys and (key != "total_bytes" or n.startswith(("python", "faust"))):
                     ax.plot(*zip(*ys), marker="o", linestyle=style, label=f"{n} {key.replace('_bytes', '')}")
-        ax.set_xscale("log")
-        ax.set_xlabel("distinct cards")
-        ax.set_ylabel("peak RSS (MiB)")
-        ax.set_title("Memory vs distinct cards")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=6)
-        fig.tight_layout()
-        fig.savefig(out_dir / "memory_vs_cards.png", dpi=110)
-        plt.close(fig)
-        written.append("memory_vs_cards.png")
+        _style(ax, "distinct cards", "peak RSS (MiB)", "Memory vs distinct cards", log_x=True, legend_size=6)
+        written.append(_save(plt, fig, out_dir, "memory_vs_cards.png"))
     return written
+
+
+def _style(ax, xlabel: str, ylabel: str, title: str, log_x: bool = False, legend_size: int = 8) -> None:
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=legend_size)
+
+
+def _save(plt, fig, out_dir, name: str) -> str:
+    fig.tight_layout()
+    fig.savefig(out_dir / name, dpi=110)
+    plt.close(fig)
+    return name
