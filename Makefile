@@ -26,9 +26,11 @@ venv: $(STAMP) ## create the virtualenv and install the pinned dependencies
 fetch: venv ## download the Kafka broker and the Spark Kafka connector jars (cached in .cache/)
 	$(PY) -m deploy fetch
 
-.PHONY: up down status wipe settings
+.PHONY: up up-secure down status wipe settings
 up: venv ## start the embedded local stack: Kafka (KRaft) and Redis on 127.0.0.1, topics created
 	$(PY) -m deploy up
+up-secure: venv ## the same with a SASL_SSL broker (SCRAM users, CA generated; see deploy/README.md)
+	$(PY) -m deploy up --secure
 down: ## stop the local stack
 	@test -x $(PY) && $(PY) -m deploy down || true
 status: venv ## show what is running

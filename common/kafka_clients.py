@@ -3,12 +3,18 @@
 kafka-python, Spark's Kafka connector and Faust spell the same connection settings differently;
 this module is the one place that translates ``Settings`` into each dialect, so security settings
 (SASL/SCRAM, TLS) reach every component the same way.
+
+When a client cannot connect, ``explained_connect_errors`` turns the library's generic "unable to
+bootstrap" into a clear ``KafkaConnectError``: authentication refused, TLS handshake failed, or no
+broker listening, naming the user, the address and the settings to check.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
-from typing import Any
+from typing import Any, Iterator
 
 from common.settings import Settings
 
@@ -45,8 +51,8 @@ def spark_kafka_options(settings: Settings) -> dict[str, str]:
                   else "org.apache.kafka.common.security.plain.PlainLoginModule")
         options["kafka.sasl.mechanism"] = mechanism
         options["kafka.sasl.jaas.config"] = (
-            f'{module} required username="{settings.kafka_sasl_username}" '
-            f'password="{settings.kafka_sasl_password}";'
+            f'{module} required username="{_jaas_quote(settings.kafka_sasl_username)}" '
+            f'password="{_jaas_quote(settings.kafka_sasl_password)}";'
         )
     return options
 
@@ -61,16 +67,11 @@ def faust_broker_options(settings: Settings) -> dict[str, Any]:
     if protocol == "SSL":
         options["broker_credentials"] = faust.SSLCredentials(_ssl_context(settings))
     elif protocol.startswith("SASL"):
+        # An SSL context makes the credentials SASL_SSL, none SASL_PLAINTEXT.
         ctx = _ssl_context(settings) if protocol == "SASL_SSL" else None
-        mechanism = settings.kafka_sasl_mechanism or "SCRAM-SHA-512"
-        if mechanism.startswith("SCRAM"):
-            options["broker_credentials"] = faust.auth.SASLCredentials(
-                username=settings.kafka_sasl_username, password=settings.kafka_sasl_password,
-                ssl_context=ctx, mechanism=mechanism)
-        else:
-            options["broker_credentials"] = faust.SASLCredentials(
-                username=settings.kafka_sasl_username, password=settings.kafka_sasl_password,
-                ssl_context=ctx)
+        options["broker_credentials"] = faust.SASLCredentials(
+            username=settings.kafka_sasl_username, password=settings.kafka_sasl_password,
+            ssl_context=ctx, mechanism=settings.kafka_sasl_mechanism or "SCRAM-SHA-512")
     return options
 
 
@@ -78,3 +79,88 @@ def _ssl_context(settings: Settings) -> ssl.SSLContext:
     context = ssl.create_default_context(cafile=settings.kafka_ssl_cafile or None)
     context.check_hostname = settings.kafka_ssl_check_hostname
     return context
+
+
+def _jaas_quote(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+# --------------------------------------------------------------------------------------------
+# Clear connection errors
+# --------------------------------------------------------------------------------------------
+
+class KafkaConnectError(ConnectionError):
+    """A Kafka client could not connect; the message says why and which settings to check."""
+
+
+class KafkaAuthenticationError(KafkaConnectError):
+    """The broker refused the SASL login (wrong user name, password or mechanism)."""
+
+
+def describe_endpoint(settings: Settings, hostport: str | None = None) -> str:
+    return f"{settings.kafka_security_protocol}://{hostport or settings.kafka_bootstrap}"
+
+
+def check_kafka_connection(settings: Settings, timeout: float = 10.0) -> None:
+    """Open one connection to a bootstrap server the way every client does (TCP, TLS handshake, SASL
+    login), then close it. Returns if one server accepts; else raises the clearest error met:
+    ``KafkaAuthenticationError``, or ``KafkaConnectError`` for TLS and network failures.
+
+    It uses aiokafka's single-connection API (Faust's client library), which reports the broker's
+    authentication error deterministically; kafka-python may see only the closed socket.
+    """
+    errors = [asyncio.run(_probe(settings, hostport, timeout)) for hostport in settings.kafka_bootstrap.split(",")]
+    if any(error is None for error in errors):
+        return
+    raise next((e for e in errors if isinstance(e, KafkaAuthenticationError)), errors[0])
+
+
+async def _probe(settings: Settings, hostport: str, timeout: float) -> KafkaConnectError | None:
+    from aiokafka import errors as aio_errors
+    from aiokafka.conn import create_conn
+
+    host, port = hostport.strip().rsplit(":", 1)
+    protocol = settings.kafka_security_protocol
+    endpoint = describe_endpoint(settings, hostport.strip())
+    options: dict[str, Any] = {"security_protocol": protocol, "request_timeout_ms": int(timeout * 1000)}
+    if protocol in {"SSL", "SASL_SSL"}:
+        options["ssl_context"] = _ssl_context(settings)
+    if protocol.startswith("SASL"):
+        options.update(sasl_mechanism=settings.kafka_sasl_mechanism or "SCRAM-SHA-512",
+                       sasl_plain_username=settings.kafka_sasl_username,
+                       sasl_plain_password=settings.kafka_sasl_password)
+    try:
+        conn = await asyncio.wait_for(create_conn(host, int(port), **options), timeout)
+    except (aio_errors.SaslAuthenticationFailed, aio_errors.UnsupportedSaslMechanismError,
+            aio_errors.IllegalSaslStateError) as error:
+        return KafkaAuthenticationError(
+            f"authentication failed for user {settings.kafka_sasl_username!r} on {endpoint} "
+            f"({options['sasl_mechanism']}): {error}. Check FRAUD_KAFKA_SASL_USERNAME, "
+            f"FRAUD_KAFKA_SASL_PASSWORD and FRAUD_KAFKA_SASL_MECHANISM.")
+    except ssl.SSLError as error:
+        return KafkaConnectError(
+            f"TLS handshake with {endpoint} failed: {error}. Check FRAUD_KAFKA_SSL_CAFILE (the CA that "
+            f"signed the broker's certificate) and FRAUD_KAFKA_SSL_CHECK_HOSTNAME.")
+    except (OSError, asyncio.TimeoutError, aio_errors.KafkaError) as error:
+        return KafkaConnectError(
+            f"no Kafka broker answered on {endpoint}: {error or type(error).__name__}. Check that the "
+            f"broker runs (python -m deploy status), FRAUD_KAFKA_BOOTSTRAP, and that "
+            f"FRAUD_KAFKA_SECURITY_PROTOCOL={protocol} is what its listener speaks.")
+    conn.close()
+    return None
+
+
+@contextlib.contextmanager
+def explained_connect_errors(settings: Settings) -> Iterator[None]:
+    """Around the construction of a kafka-python client: if it cannot bootstrap, find out why with
+    ``check_kafka_connection`` and raise that clear error (the library's own is chained to it)."""
+    from kafka.errors import KafkaTimeoutError
+
+    try:
+        yield
+    except KafkaTimeoutError as error:  # kafka-python 3: "Unable to bootstrap from [...]"
+        try:
+            check_kafka_connection(settings)
+        except KafkaConnectError as clear:
+            raise clear from error
+        raise

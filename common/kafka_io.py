@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any, Iterable
 
-from common.kafka_clients import kafka_python_config
+from common.kafka_clients import explained_connect_errors, kafka_python_config
 from common.settings import Settings
 
 
@@ -28,7 +28,8 @@ def make_producer(settings: Settings, **overrides: Any):
     config: dict[str, Any] = dict(kafka_python_config(settings), acks="all", enable_idempotence=True,
                                   linger_ms=5, key_serializer=DefaultSerializer())
     config.update(overrides)
-    return KafkaProducer(**config)
+    with explained_connect_errors(settings):
+        return KafkaProducer(**config)
 
 
 def make_consumer(settings: Settings, **overrides: Any):
@@ -37,7 +38,8 @@ def make_consumer(settings: Settings, **overrides: Any):
     config: dict[str, Any] = dict(kafka_python_config(settings), enable_auto_commit=False,
                                   auto_offset_reset="earliest", isolation_level="read_committed")
     config.update(overrides)
-    return KafkaConsumer(**config)
+    with explained_connect_errors(settings):
+        return KafkaConsumer(**config)
 
 
 def read_topic(settings: Settings, topic: str, timeout: float = 60.0,

@@ -48,7 +48,8 @@ class Settings:
     replication_factor: int = _env("FRAUD_REPLICATION_FACTOR", 1)
 
     # --- Redis ---------------------------------------------------------------------------------
-    redis_url: str = _env("FRAUD_REDIS_URL", "redis://127.0.0.1:16379/0")
+    redis_url: str = _env("FRAUD_REDIS_URL", "redis://127.0.0.1:16379/0")  # rediss://... for TLS
+    redis_password: str = _env("FRAUD_REDIS_PASSWORD", "")  # Redis AUTH (requirepass); wins over one in the URL
 
     # --- Downstream Faust services and the dashboard ------------------------------------------
     enricher_app_id: str = _env("FRAUD_ENRICHER_APP_ID", "fraud-enricher")   # = its consumer group
@@ -112,6 +113,8 @@ class Settings:
             value = getattr(self, f.name)
             if "password" in f.name and value:
                 value = "***"
+            elif isinstance(value, str) and "://" in value and "@" in value:  # a URL with credentials
+                value = value.split("://", 1)[0] + "://***@" + value.rsplit("@", 1)[1]
             rows.append((f.metadata["env"], str(value), f.name))
         return rows
 

@@ -12,7 +12,11 @@ from deploy import local_stack
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m deploy", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("up", help="fetch what is missing, start Kafka and Redis, create the topics")
+    up = sub.add_parser("up", help="fetch what is missing, start Kafka and Redis, create the topics")
+    up.add_argument("--secure", action="store_true",
+                    help="the broker's client listener speaks SASL_SSL (SCRAM-SHA-512 users and a CA generated "
+                         "at first start; the client settings are written to <run_dir>/kafka/security/client.env); "
+                         "implied when FRAUD_KAFKA_SECURITY_PROTOCOL=SASL_SSL")
     sub.add_parser("down", help="stop Kafka and Redis")
     sub.add_parser("status", help="show what is running")
     sub.add_parser("wipe", help="stop the stack and delete its data (keeps downloads)")
@@ -22,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     try:
         if args.command == "up":
-            local_stack.up(settings)
+            local_stack.up(settings, secure=args.secure or settings.kafka_security_protocol == "SASL_SSL")
         elif args.command == "down":
             local_stack.down(settings)
         elif args.command == "wipe":

@@ -8,6 +8,7 @@ file written at run time (broker data, logs, pid files) under ``.run/``; both ar
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -15,9 +16,12 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.kafka_clients import describe_endpoint
+from common.redis_clients import redis_address
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy.processes import tail_file
@@ -187,6 +191,16 @@ def _signal_group(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to a file only its owner can read (it holds a password)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
 def port_open(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
@@ -198,8 +212,47 @@ def port_open(host: str, port: int) -> bool:
 # --------------------------------------------------------------------------------------------
 
 class KafkaBroker(Service):
-    def __init__(self, settings: Settings):
+    """The broker of ``settings``; with ``secure=True`` its client listener is SASL_SSL
+    (``deploy/broker_security.py``) and ``client_settings`` carries the credentials clients need."""
+
+    def __init__(self, settings: Settings, secure: bool = False):
         super().__init__("kafka", settings.kafka_port, settings)
+        self.secure = secure
+        self._secrets = None
+
+    @property
+    def security_dir(self) -> Path:
+        return self.settings.run_dir / "kafka" / "security"
+
+    def secrets(self):
+        """The certificates and passwords of the SASL_SSL listener (generated at first use)."""
+        if self._secrets is None:
+            from deploy import broker_security
+            self._secrets = broker_security.load_or_create(self.security_dir, self.settings.kafka_host)
+        return self._secrets
+
+    @property
+    def client_settings(self) -> Settings:
+        """The settings a client of this broker uses: SASL_SSL and its credentials when secure."""
+        if not self.secure:
+            return self.settings
+        from deploy.broker_security import client_settings
+        return client_settings(self.settings, self.secrets())
+
+    @property
+    def client_env_file(self) -> Path:
+        return self.security_dir / "client.env"
+
+    @classmethod
+    def as_configured(cls, settings: Settings) -> "KafkaBroker":
+        """The broker as it was last started from ``settings.run_dir``: secure if its rendered
+        configuration has a SASL_SSL listener (so ``status`` talks to it the way it listens)."""
+        plain = cls(settings)
+        try:
+            secure = "SASL_SSL" in plain.config_file.read_text()
+        except FileNotFoundError:
+            secure = False
+        return cls(settings, secure=secure) if secure else plain
 
     @property
     def data_dir(self) -> Path:
@@ -209,8 +262,10 @@ class KafkaBroker(Service):
     def config_file(self) -> Path:
         return self.settings.run_dir / "kafka" / "server.properties"
 
-    def java_cmd(self, main_class: str, *args: str, heap: str = "256m") -> list[str]:
-        return [ensure_java(), f"-Xmx{heap}", "-XX:+UseG1GC",
+    def java_cmd(self, main_class: str, *args: str, heap: str = "256m", tool: bool = False) -> list[str]:
+        # A short-lived tool starts faster without the C2 compiler and with the serial collector.
+        jvm = ["-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"] if tool else ["-XX:+UseG1GC"]
+        return [ensure_java(), f"-Xmx{heap}", *jvm,
                 f"-Dlog4j2.configurationFile={DEPLOY_DIR / 'config' / 'kafka-log4j2.properties'}",
                 "-cp", str(kafka_libs(self.settings) / "*"), main_class, *args]
 
@@ -218,24 +273,40 @@ class KafkaBroker(Service):
         s = self.settings
         template = (DEPLOY_DIR / "config" / "kafka-server.properties").read_text()
         self.config_file.parent.mkdir(parents=True, exist_ok=True)
+        protocol, extra = "PLAINTEXT", ""
+        if self.secure:
+            from deploy.broker_security import server_properties
+            protocol, extra = "SASL_SSL", server_properties(self.secrets(), "CLIENT")
         self.config_file.write_text(template.format(
             host=s.kafka_host, port=s.kafka_port, controller_port=s.local_kafka_controller_port,
-            listener_name="CLIENT", protocol="PLAINTEXT", extra="", data_dir=self.data_dir))
+            listener_name="CLIENT", protocol=protocol, extra=extra, data_dir=self.data_dir))
+        if self.secure:
+            self.config_file.chmod(0o600)  # it holds the keystore and the broker user's passwords
 
     def format_storage(self) -> None:
         """Format the KRaft log directory once (``kafka.tools.StorageTool``)."""
         if (self.data_dir / "meta.properties").exists():
+            if self.secure and not (self.data_dir / ".scram-users").exists():
+                raise StackError(f"the broker data in {self.data_dir} was formatted without SASL users, so a "
+                                 f"secure broker cannot use it: `python -m deploy wipe` deletes it, or choose "
+                                 f"another FRAUD_RUN_DIR.")
             return
-        uuid = subprocess.run(self.java_cmd("kafka.tools.StorageTool", "random-uuid"),
-                              capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        cluster_id = random_cluster_id()
         # With controller.quorum.voters the format takes no --standalone.
-        result = subprocess.run(self.java_cmd("kafka.tools.StorageTool", "format", "-t", uuid,
-                                              "-c", str(self.config_file)), capture_output=True, text=True)
+        users: list[str] = []
+        if self.secure:  # SCRAM users go into the metadata log at format time (KIP-900)
+            from deploy.broker_security import scram_format_args
+            users = scram_format_args(self.secrets())
+        result = subprocess.run(self.java_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                              "-c", str(self.config_file), *users, tool=True),
+                                capture_output=True, text=True)
         if result.returncode != 0:
             raise StackError(f"formatting Kafka storage failed: {result.stdout[-300:]} {result.stderr[-300:]}")
+        if self.secure:
+            (self.data_dir / ".scram-users").touch()
 
     def up(self, timeout: float = 90.0) -> None:
-        if broker_ready(self.settings):
+        if broker_ready(self.client_settings):
             return  # ours, or one started from another checkout: either way it answers
 
         fetch_kafka(self.settings)
@@ -244,7 +315,7 @@ class KafkaBroker(Service):
         heap = self.settings.local_kafka_heap
         self.start(self.java_cmd("kafka.Kafka", str(self.config_file), heap=heap))
         try:
-            wait_until(lambda: self.exited_early() or broker_ready(self.settings), timeout,
+            wait_until(lambda: self.exited_early() or broker_ready(self.client_settings), timeout,
                        "the Kafka broker to answer metadata requests", interval=0.25)
         except TimeoutError:
             self.stop()
@@ -253,6 +324,15 @@ class KafkaBroker(Service):
         if self.exited_early():
             self.pid_file.unlink(missing_ok=True)
             raise StackError(f"the Kafka broker exited at start; its log ({self.log_file}) ends with:\n{self.tail()}")
+
+
+def random_cluster_id() -> str:
+    """What ``kafka.tools.StorageTool random-uuid`` prints (Kafka's ``Uuid.randomUuid()``: a random
+    UUID, URL-safe base64 without padding, never starting with '-'), without starting a JVM."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def broker_ready(settings: Settings) -> bool:
@@ -287,7 +367,7 @@ class RedisServer(Service):
         from redis.connection import parse_url
         params = parse_url(settings.redis_url)
         super().__init__("redis", int(params.get("port", 6379)), settings)
-        self.password = params.get("password")
+        self.password = settings.redis_password or params.get("password")
 
     def up(self, timeout: float = 20.0) -> None:
         if redis_ready(self.settings):
@@ -297,8 +377,10 @@ class RedisServer(Service):
         data.mkdir(parents=True, exist_ok=True)
         cmd = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
                "--dir", str(data), "--daemonize", "no", "--protected-mode", "yes"]
-        if self.password:
-            cmd += ["--requirepass", self.password]
+        if self.password:  # from an owner-only file, so it never shows in the process list
+            quoted = self.password.replace("\\", "\\\\").replace('"', '\\"')
+            conf = write_private(data / "auth.conf", f'requirepass "{quoted}"\n')
+            cmd.insert(1, str(conf))  # the config file must come first, before the options
         self.start(cmd)
         try:
             wait_until(lambda: self.exited_early() or redis_ready(self.settings), timeout,
@@ -313,30 +395,45 @@ class RedisServer(Service):
 
 def redis_ready(settings: Settings) -> bool:
     import redis
+
+    from common.redis_clients import redis_client
+    client = redis_client(settings, socket_timeout=1)
     try:
-        return bool(redis.Redis.from_url(settings.redis_url, socket_timeout=1).ping())
+        return bool(client.ping())
     except (redis.RedisError, OSError):
         return False
+    finally:
+        client.close()
 
 
 # --------------------------------------------------------------------------------------------
 # The whole stack
 # --------------------------------------------------------------------------------------------
 
-def up(settings: Settings, log=print) -> None:
+def up(settings: Settings, log=print, secure: bool = False) -> Settings:
+    """Start Redis and the broker (SASL_SSL with ``secure``) and create the topics; return the
+    settings clients of this stack use (with the SASL_SSL credentials when secure)."""
     started = time.monotonic()
     ensure_java()
     log("fetching jars (cached after the first run) ...")
     fetch_kafka(settings)
     fetch_spark_kafka_jars(settings)
-    log(f"starting Redis on {settings.redis_url.split('@')[-1]} ...")
+    log(f"starting Redis on {redis_address(settings)} ...")
     RedisServer(settings).up()
-    log(f"starting the Kafka broker on {settings.kafka_bootstrap} ...")
-    KafkaBroker(settings).up()
+    broker = KafkaBroker(settings, secure=secure)
+    log(f"starting the Kafka broker on {'SASL_SSL://' if secure else ''}{settings.kafka_bootstrap} ...")
+    broker.up()
+    client = broker.client_settings
     from deploy.topics import create_project_topics
-    created = create_project_topics(settings)
+    created = create_project_topics(client)
     log(f"topics: {', '.join(created) if created else 'all present'}")
+    if secure:
+        from deploy.broker_security import write_client_env
+        env_file = write_client_env(client, broker.client_env_file)
+        log(f"SASL_SSL clients: `set -a; . {env_file}; set +a` sets their FRAUD_KAFKA_* variables "
+            f"(user {client.kafka_sasl_username}, CA {client.kafka_ssl_cafile})")
     log(f"local stack up in {time.monotonic() - started:.1f} s")
+    return client
 
 
 def down(settings: Settings, log=print) -> None:
@@ -345,10 +442,11 @@ def down(settings: Settings, log=print) -> None:
 
 
 def status(settings: Settings) -> dict[str, dict]:
-    kafka, redis_server = KafkaBroker(settings), RedisServer(settings)
+    kafka, redis_server = KafkaBroker.as_configured(settings), RedisServer(settings)
+    client = kafka.client_settings
     return {
-        "kafka": {"pid": kafka.pid(), "address": settings.kafka_bootstrap, "ready": broker_ready(settings)},
-        "redis": {"pid": redis_server.pid(), "address": settings.redis_url.split("@")[-1],
+        "kafka": {"pid": kafka.pid(), "address": describe_endpoint(client), "ready": broker_ready(client)},
+        "redis": {"pid": redis_server.pid(), "address": redis_address(settings),
                   "ready": redis_ready(settings)},
         "spark-kafka jars": {"ready": (settings.spark_jars_dir / ".complete").exists(),
                              "address": str(settings.spark_jars_dir), "pid": None},

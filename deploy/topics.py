@@ -35,9 +35,10 @@ def create_topics(settings: Settings, specs: list[TopicSpec], timeout_ms: int = 
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    from common.kafka_clients import kafka_python_config
+    from common.kafka_clients import explained_connect_errors, kafka_python_config
 
-    admin = KafkaAdminClient(**kafka_python_config(settings), request_timeout_ms=timeout_ms)
+    with explained_connect_errors(settings):
+        admin = KafkaAdminClient(**kafka_python_config(settings), request_timeout_ms=timeout_ms)
     try:
         existing = set(admin.list_topics())
         missing = [spec for spec in specs if spec.name not in existing]

@@ -213,14 +213,13 @@ def cmd_replay(args) -> int:
 def cmd_load_reference(args) -> int:
     import time
 
-    import redis
-
+    from common.redis_clients import redis_client
     from common.settings import get_settings
     from producers.reference import load_reference
     from producers.world import build_world
 
     world = build_world(args.profile, args.seed, args.start, args.customers, args.id_prefix)
-    client = redis.Redis.from_url(get_settings().redis_url)
+    client = redis_client(get_settings())
     started = time.monotonic()
     counts = load_reference(client, world)
     client.close()

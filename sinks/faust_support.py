@@ -123,7 +123,6 @@ async def retry_forever(what: str, operation: Callable[[], Awaitable[T]],
 
 
 def redis_client(settings: Settings):
-    import redis.asyncio
+    from common.redis_clients import async_redis_client
 
-    return redis.asyncio.Redis.from_url(settings.redis_url, decode_responses=True,
-                                        socket_connect_timeout=2.0, socket_timeout=5.0)
+    return async_redis_client(settings, decode_responses=True, socket_connect_timeout=2.0, socket_timeout=5.0)

@@ -104,12 +104,32 @@ class PrivateBroker:
         self.broker = broker
 
 
+@pytest.fixture(scope="module")
+def secure_broker(settings, tmp_path_factory):
+    """A throw-away broker built like ``private_broker`` whose client listener is SASL_SSL only
+    (SCRAM-SHA-512 users and a CA generated at start, see deploy/broker_security.py). Yields the
+    client ``Settings``: bootstrap, security protocol, mechanism, user name, password and CA file.
+    No topics: tests create their own."""
+    from deploy.local_stack import KafkaBroker, port_open
+
+    port = next(p for p in range(29192, 29292, 2) if not port_open("127.0.0.1", p) and
+                not port_open("127.0.0.1", p + 1))
+    private = settings.replace(kafka_bootstrap=f"127.0.0.1:{port}", local_kafka_controller_port=port + 1,
+                               run_dir=tmp_path_factory.mktemp("secure-broker"), local_kafka_heap="512m")
+    broker = KafkaBroker(private, secure=True)
+    broker.up()
+    try:
+        yield broker.client_settings
+    finally:
+        broker.stop()
+
+
 @pytest.fixture
 def redis_client(stack, unique):
     """A Redis client; keys this test wrote under its ``unique`` prefix are removed after."""
-    import redis
+    from common.redis_clients import redis_client
 
-    client = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    client = redis_client(stack, decode_responses=True)
     yield client
     for key in client.scan_iter(match=f"*{unique}*"):
         client.delete(key)

@@ -138,9 +138,9 @@ def enriched_by_id(records: list[dict]) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="session")
 def redis_sync(stack):
-    import redis
+    from common.redis_clients import redis_client
 
-    client = redis.Redis.from_url(stack.redis_url, decode_responses=True)
+    client = redis_client(stack, decode_responses=True)
     yield client
     client.close()
 

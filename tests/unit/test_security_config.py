@@ -1,0 +1,87 @@
+"""TLS/SASL and Redis AUTH settings reach every client dialect; secrets stay masked (no services)."""
+
+from __future__ import annotations
+
+import re
+
+from common.kafka_clients import faust_broker_options, kafka_python_config, spark_kafka_options
+from common.redis_clients import redis_address, redis_client
+from common.settings import Settings
+from deploy.broker_security import BrokerSecrets, scram_format_args, server_properties
+
+SECURE = Settings.from_env(environ={}).replace(
+    kafka_bootstrap="broker-1:9093,broker-2:9093", kafka_security_protocol="SASL_SSL",
+    kafka_sasl_mechanism="SCRAM-SHA-512", kafka_sasl_username="fraud", kafka_sasl_password='p"w\\1',
+    kafka_ssl_cafile="")
+
+
+def test_kafka_python_gets_sasl_and_a_tls_context():
+    config = kafka_python_config(SECURE)
+    assert config["bootstrap_servers"] == ["broker-1:9093", "broker-2:9093"]
+    assert (config["security_protocol"], config["sasl_mechanism"]) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (config["sasl_plain_username"], config["sasl_plain_password"]) == ("fraud", 'p"w\\1')
+    assert config["ssl_context"].check_hostname
+
+
+def test_spark_gets_a_pem_truststore_and_a_quoted_jaas_line():
+    options = spark_kafka_options(SECURE.replace(kafka_ssl_cafile="/ca.pem", kafka_ssl_check_hostname=False))
+    assert options["kafka.security.protocol"] == "SASL_SSL"
+    assert (options["kafka.ssl.truststore.type"], options["kafka.ssl.truststore.location"]) == ("PEM", "/ca.pem")
+    assert options["kafka.ssl.endpoint.identification.algorithm"] == ""
+    assert options["kafka.sasl.mechanism"] == "SCRAM-SHA-512"
+    assert options["kafka.sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="fraud" password="p\\"w\\\\1";')
+
+
+def test_faust_gets_scram_credentials_over_tls():
+    from faust.types.auth import AuthProtocol, SASLMechanism
+
+    options = faust_broker_options(SECURE)
+    assert options["broker"] == "kafka://broker-1:9093;kafka://broker-2:9093"
+    credentials = options["broker_credentials"]
+    assert (credentials.protocol, credentials.mechanism) == (AuthProtocol.SASL_SSL, SASLMechanism.SCRAM_SHA_512)
+    assert (credentials.username, credentials.password) == ("fraud", 'p"w\\1')
+
+
+def test_plaintext_stays_plain():
+    plain = Settings.from_env(environ={})
+    assert "sasl_mechanism" not in kafka_python_config(plain)
+    assert not any(key.startswith(("kafka.ssl", "kafka.sasl")) for key in spark_kafka_options(plain))
+    assert "broker_credentials" not in faust_broker_options(plain)
+
+
+def test_the_redis_password_setting_reaches_the_client_and_never_the_address():
+    s = Settings.from_env(environ={"FRAUD_REDIS_URL": "redis://127.0.0.1:6390/2", "FRAUD_REDIS_PASSWORD": "s3cret"})
+    kwargs = redis_client(s).connection_pool.connection_kwargs
+    assert (kwargs["password"], kwargs["port"], kwargs["db"]) == ("s3cret", 6390, 2)
+    in_url = s.replace(redis_url="redis://:urlpw@127.0.0.1:6390/2", redis_password="")
+    assert redis_client(in_url).connection_pool.connection_kwargs["password"] == "urlpw"
+    assert redis_address(in_url) == "redis://127.0.0.1:6390/2"
+
+
+def test_passwords_are_masked_also_inside_urls():
+    s = Settings.from_env(environ={"FRAUD_REDIS_URL": "redis://:urlpw@127.0.0.1:6390/0",
+                                   "FRAUD_REDIS_PASSWORD": "s3cret"})
+    described = str(s.describe())
+    assert "urlpw" not in described and "s3cret" not in described
+    assert "redis://***@127.0.0.1:6390/0" in described
+
+
+def test_the_secure_broker_config_names_its_listener_users_and_key_material():
+    made = BrokerSecrets(folder="/run/kafka/security", keystore_password="ks", broker_password="bp",
+                         client_password="cp")
+    props = dict(line.split("=", 1) for line in server_properties(made, "CLIENT").splitlines())
+    assert props["sasl.enabled.mechanisms"] == props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert 'username="broker" password="bp"' in props["listener.name.client.scram-sha-512.sasl.jaas.config"]
+    assert props["ssl.keystore.location"] == "/run/kafka/security/broker.p12"
+    assert props["ssl.truststore.location"] == "/run/kafka/security/ca.pem"
+    assert scram_format_args(made) == ["--add-scram", "SCRAM-SHA-512=[name=broker,password=bp]",
+                                       "--add-scram", "SCRAM-SHA-512=[name=fraud,password=cp]"]
+
+
+def test_cluster_ids_look_like_kafkas():
+    from deploy.local_stack import random_cluster_id
+
+    ids = {random_cluster_id() for _ in range(200)}
+    assert len(ids) == 200
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", cluster_id) for cluster_id in ids)
