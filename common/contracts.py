@@ -206,6 +206,12 @@ def _json_type(value: Any) -> str:
 
 ALERT_FIELDS = ("alert_id", "detector", "detector_version", "card_id", "txn_ids", "event_time",
                 "detected_at", "score", "reason", "evidence")
+# Optional: the context of the triggering transaction (the last of txn_ids), copied from it by the
+# detectors (``detectors.base.TRIGGER_SCHEMA``). Absent in alerts of older writers; null or absent
+# when unknown (lat/lon of e-commerce). The enricher looks the merchant up by ``merchant_id``.
+ALERT_TRIGGER_TEXT_FIELDS = ("customer_id", "merchant_id", "terminal_id", "currency", "channel")
+ALERT_TRIGGER_NUMBER_FIELDS = ("amount", "lat", "lon")
+ALERT_TRIGGER_FIELDS = ALERT_TRIGGER_TEXT_FIELDS + ALERT_TRIGGER_NUMBER_FIELDS
 
 
 def alert_id(detector: str, txn_ids: Iterable[str]) -> str:
@@ -230,6 +236,12 @@ def validate_alert(alert: dict) -> dict:
         raise ContractError("alert_id is not the deterministic id of detector and txn_ids")
     if not isinstance(alert["evidence"], dict):
         raise ContractError("evidence must be an object")
+    for name in ALERT_TRIGGER_FIELDS:
+        value = alert.get(name)
+        wanted = str if name in ALERT_TRIGGER_TEXT_FIELDS else (int, float)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, wanted)):
+            raise ContractError(f"{name} must be a {'string' if wanted is str else 'number'} or null, "
+                                f"got {_json_type(value)}")
     parse_event_time(alert["event_time"])
     return alert
 

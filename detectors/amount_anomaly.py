@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import _compat
-from detectors.base import Detector, alerts
+from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
 
 _compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see detectors/_compat.py
 
@@ -88,8 +88,10 @@ class AmountAnomalyParams:
     state to the cards active in the last month."""
 
 
-OUTPUT_SCHEMA = ("card_id string, txn_id string, event_time timestamp, currency string, amount double, "
-                 "median double, mad double, robust_z double, ratio double, history_count long")
+# The scored transaction's own columns (its id, time and trigger context), then the statistics.
+_CARRIED = ["card_id", "txn_id", "event_time", *TRIGGER_COLUMNS]
+OUTPUT_SCHEMA = ("card_id string, txn_id string, event_time timestamp, " + TRIGGER_DDL
+                 + ", median double, mad double, robust_z double, ratio double, history_count long")
 # The recent amounts are kept as little-endian float64 bytes: PySpark 4.0.0 cannot hand array-typed
 # state back from the JVM to Python ("couldn't introspect javabean"), and bytes are compact anyway.
 STATE_SCHEMA = "amounts binary, last_event_ms long"
@@ -146,14 +148,9 @@ def _score_frame(history: np.ndarray, pdf: pd.DataFrame, params: AmountAnomalyPa
     found, new_history = score_amounts(history, pdf["amount"].to_numpy(), params, _event_ms(pdf), previous_ms)
     if not found:
         return pd.DataFrame(columns=_OUTPUT_COLUMNS), new_history
-    rows = pdf.iloc[[f[0] for f in found]]
-    out = pd.DataFrame({
-        "card_id": rows["card_id"].to_numpy(), "txn_id": rows["txn_id"].to_numpy(),
-        "event_time": rows["event_time"].to_numpy(), "currency": rows["currency"].to_numpy(),
-        "amount": rows["amount"].to_numpy(),
-        "median": [f[1] for f in found], "mad": [f[2] for f in found], "robust_z": [f[3] for f in found],
-        "ratio": [f[4] for f in found], "history_count": [f[5] for f in found],
-    })
+    out = pdf.iloc[[f[0] for f in found]][_CARRIED].reset_index(drop=True)
+    out = out.assign(median=[f[1] for f in found], mad=[f[2] for f in found], robust_z=[f[3] for f in found],
+                     ratio=[f[4] for f in found], history_count=[f[5] for f in found])
     return out, new_history
 
 
@@ -186,7 +183,7 @@ def _static_function(params: AmountAnomalyParams):
 
 
 def detect(transactions: DataFrame, params: AmountAnomalyParams) -> DataFrame:
-    columns = transactions.select("card_id", "txn_id", "event_time", "currency", "amount")
+    columns = transactions.select(*_CARRIED)
     grouped = columns.groupBy("card_id")
     if transactions.isStreaming:
         found = grouped.applyInPandasWithState(_streaming_function(params), OUTPUT_SCHEMA, STATE_SCHEMA,

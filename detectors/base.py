@@ -4,6 +4,10 @@ A detector is a name, a version, a watermark delay, typed parameters and a pure 
 DataFrame of parsed transactions (``TRANSACTION_SCHEMA``, already watermarked on ``event_time`` by the
 runner) to a DataFrame of alerts (``ALERT_COLUMNS``). It never touches Kafka, Redis or files: the same
 function runs on a static DataFrame (tests, backtests) and on the stream.
+
+Every alert also carries the context of its triggering transaction (``TRIGGER_COLUMNS``: customer,
+merchant, terminal, amount, channel, location), copied by the ``alerts`` helper, so that the enricher
+can look up the merchant without re-reading the transactions.
 """
 
 from __future__ import annotations
@@ -33,6 +37,16 @@ TRANSACTION_SCHEMA = StructType([
     StructField("lon", DoubleType(), True),
 ])
 
+# The triggering transaction's context on every alert: optional in the contract (older writers omit it,
+# lat/lon are null for e-commerce), copied from the transaction by ``alerts``.
+TRIGGER_SCHEMA = StructType([
+    StructField(f.name, f.dataType, True) for f in TRANSACTION_SCHEMA.fields
+    if f.name in ("customer_id", "merchant_id", "terminal_id", "amount", "currency", "channel", "lat", "lon")
+])
+TRIGGER_COLUMNS = [f.name for f in TRIGGER_SCHEMA.fields]
+# The same as DDL, for the output schema of a pandas step that carries the trigger along.
+TRIGGER_DDL = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in TRIGGER_SCHEMA.fields)
+
 # What a detector returns; the sink adds ``detected_at`` when it writes the alert.
 ALERT_SCHEMA = StructType([
     StructField("alert_id", StringType(), False),
@@ -44,6 +58,7 @@ ALERT_SCHEMA = StructType([
     StructField("score", DoubleType(), False),
     StructField("reason", StringType(), False),
     StructField("evidence", MapType(StringType(), DoubleType(), True), False),
+    *TRIGGER_SCHEMA.fields,
 ])
 ALERT_COLUMNS = [f.name for f in ALERT_SCHEMA.fields]
 
@@ -78,15 +93,31 @@ def alert_id_column(detector: str, txn_ids: Column) -> Column:
     return F.substring(F.sha2(F.concat(F.lit(f"{detector}:"), F.concat_ws("|", txn_ids)), 256), 1, 32)
 
 
+def trigger_column(trigger: str | Column | None, name: str) -> Column:
+    """Field ``name`` of the triggering transaction (see ``alerts``)."""
+    if trigger is None:
+        return F.col(name)
+    if isinstance(trigger, str):
+        return F.col(f"{trigger}.{name}")
+    return trigger.getField(name)
+
+
 def alerts(detector: Detector, card_id: Column, txn_ids: Column, event_time: Column, score: Column,
-           reason: Column, evidence: dict[str, Column]) -> list[Column]:
+           reason: Column, evidence: dict[str, Column] | Column, *,
+           trigger: str | Column | None = None) -> list[Column]:
     """The select list that turns a detector's findings into rows of ``ALERT_SCHEMA``.
 
     ``txn_ids`` must list the evidence transactions oldest first; ``event_time`` is the time of the
-    transaction that triggered the alert; ``evidence`` maps names to numeric columns.
+    transaction that triggered the alert; ``evidence`` maps names to numeric columns (or is a map column
+    when the names are computed per row).
+
+    ``trigger`` says where the triggering transaction's ``TRIGGER_COLUMNS`` are, to copy them onto the
+    alert: ``None`` (default) when each row is that transaction or carries its columns under their own
+    names; the alias of its side in a join (``"second"``); or the name of a struct column holding them
+    (velocity aggregates ``F.max_by(F.struct(*TRIGGER_COLUMNS), ...)`` into one), or such a column.
     """
-    evidence_map = F.create_map(*[part for name, col in evidence.items()
-                                  for part in (F.lit(name), col.cast("double"))])
+    evidence_map = evidence if isinstance(evidence, Column) else F.create_map(
+        *[part for name, col in evidence.items() for part in (F.lit(name), col.cast("double"))])
     return [
         alert_id_column(detector.name, txn_ids).alias("alert_id"),
         F.lit(detector.name).alias("detector"),
@@ -97,4 +128,5 @@ def alerts(detector: Detector, card_id: Column, txn_ids: Column, event_time: Col
         F.least(F.greatest(score.cast("double"), F.lit(0.0)), F.lit(1.0)).alias("score"),
         reason.alias("reason"),
         evidence_map.alias("evidence"),
+        *[trigger_column(trigger, f.name).cast(f.dataType).alias(f.name) for f in TRIGGER_SCHEMA.fields],
     ]

@@ -65,6 +65,7 @@ def detect(transactions: DataFrame, params: DoubleSwipeParams) -> DataFrame:
         reason=F.format_string("same card, merchant and amount (%.2f %s) %.1f s apart",
                                F.col("second.amount"), F.col("second.currency"), gap_seconds),
         evidence={"gap_seconds": gap_seconds, "amount": F.col("second.amount")},
+        trigger="second",
     ))
 
 

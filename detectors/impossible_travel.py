@@ -93,6 +93,7 @@ def detect(transactions: DataFrame, params: ImpossibleTravelParams) -> DataFrame
         reason=F.format_string("card used %.0f km apart within %.2f h (%.0f km/h)",
                                F.col("_km"), F.col("_hours"), F.col("_kmh")),
         evidence={"km": F.col("_km"), "hours": F.col("_hours"), "kmh": F.col("_kmh")},
+        trigger="later",
     ))
 
 

@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from detectors import _compat
-from detectors.base import Detector, alerts
+from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
 
 _compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see detectors/_compat.py
 
@@ -81,8 +81,7 @@ def bind(model: str = "latest", registry_dir=None, terminal_table: pd.DataFrame 
 
 
 def _scored_schema(top: int) -> str:
-    parts = ["txn_id string", "card_id string", "event_time timestamp", "currency string", "amount double",
-             "score double"]
+    parts = ["txn_id string", "card_id string", "event_time timestamp", TRIGGER_DDL, "score double"]
     for i in range(top):
         parts += [f"f{i}_name string", f"f{i}_value double", f"f{i}_contribution double"]
     return ", ".join(parts)
@@ -102,9 +101,7 @@ def _score_function(estimator, features: list[str], baseline: dict[str, float], 
                 continue
             rows, X_hit, s_hit = pdf.loc[hit].reset_index(drop=True), X[hit], scores[hit]
             which, contribution = scoring.explain(estimator, X_hit, s_hit, features, baseline, top)
-            out = pd.DataFrame({"txn_id": rows["txn_id"], "card_id": rows["card_id"],
-                                "event_time": rows["event_time"], "currency": rows["currency"],
-                                "amount": rows["amount"], "score": s_hit})
+            out = rows[["txn_id", "card_id", "event_time", *TRIGGER_COLUMNS]].assign(score=s_hit)
             for i in range(top):
                 out[f"f{i}_name"] = np.asarray(features, dtype=object)[which[:, i]]
                 out[f"f{i}_value"] = X_hit[np.arange(len(X_hit)), which[:, i]]
@@ -129,7 +126,9 @@ def detect(transactions: DataFrame, params: MLScoreParams) -> DataFrame:
     scored = featured.mapInPandas(_score_function(artifact.estimator, list(fx.FEATURES), dict(artifact.baseline),
                                                   threshold, top), _scored_schema(top))
     drivers = ", ".join(["%s=%.2f (+%.2f)"] * top)
-    columns = alerts(
+    evidence = F.create_map(F.lit("score"), F.col("score"), F.lit("threshold"), F.lit(threshold),
+                            *[c for i in range(top) for c in (F.col(f"f{i}_name"), F.col(f"f{i}_value"))])
+    return scored.select(*alerts(
         DETECTOR,
         card_id=F.col("card_id"),
         txn_ids=F.array(F.col("txn_id")),
@@ -139,11 +138,8 @@ def detect(transactions: DataFrame, params: MLScoreParams) -> DataFrame:
                                F.col("score"), F.lit(threshold),
                                *[c for i in range(top) for c in (F.col(f"f{i}_name"), F.col(f"f{i}_value"),
                                                                  F.col(f"f{i}_contribution"))]),
-        evidence={},
-    )
-    evidence = F.create_map(F.lit("score"), F.col("score"), F.lit("threshold"), F.lit(threshold),
-                            *[c for i in range(top) for c in (F.col(f"f{i}_name"), F.col(f"f{i}_value"))])
-    return scored.select(*columns[:-1], evidence.alias("evidence"))
+        evidence=evidence,
+    ))
 
 
 DETECTOR = Detector(

@@ -79,12 +79,11 @@ def validated(raw: DataFrame, name: str) -> DataFrame:
 
 
 def alert_rows(alerts: DataFrame, settings: Settings, sink: str) -> DataFrame:
-    """Alerts as output rows (kind, topic, key, value) in the alert contract's JSON."""
-    fields = [
-        "alert_id", "detector", "detector_version", "card_id", "txn_ids",
-        F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time"),
-        "score", "reason", "evidence",
-    ]
+    """Alerts as output rows (kind, topic, key, value) in the alert contract's JSON.
+
+    Every column of ``ALERT_SCHEMA`` goes out (a null trigger field such as ``lat`` is omitted)."""
+    fields = [F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time")
+              if name == "event_time" else name for name in alerts.columns]
     if sink == "spark-kafka":  # the exactly-once writer adds detected_at when it writes
         fields.append(F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("detected_at"))
     return alerts.select(F.lit(ALERT_KIND).alias("kind"), F.lit(settings.topic_alerts).alias("topic"),

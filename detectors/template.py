@@ -52,6 +52,8 @@ def detect(transactions: DataFrame, params: Params) -> DataFrame:
         reason=F.format_string("%.2f %s at a cash-out merchant category %s",
                                F.col("amount"), F.col("currency"), F.col("mcc")),
         evidence={"amount": F.col("amount")},             # numbers only
+        # trigger=...: where the triggering transaction's merchant, terminal, amount... are. Omitted here:
+        # each row is the transaction. A join names its side ("second"); see detectors/base.py alerts().
     ))
 
 

@@ -13,8 +13,9 @@ dropped as soon as the watermark passes the burst's end, so the state holds at m
 per-card Python overhead and holds up at 100k+ distinct cards. Late rows are dropped by the aggregation
 and counted in ``numRowsDroppedByWatermark``.
 
-Output: ``txn_ids`` are the burst's charges ordered by event time (then txn_id); ``event_time`` is the
-last charge's; evidence: ``count``, ``total_amount``, ``span_seconds``.
+Output: ``txn_ids`` are the burst's charges ordered by event time (then txn_id); ``event_time`` and the
+trigger context (merchant, terminal, amount...) are the last charge's; evidence: ``count``,
+``total_amount``, ``span_seconds``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from detectors.base import Detector, alerts
+from detectors.base import TRIGGER_COLUMNS, Detector, alerts
 from detectors.ops import keep
 
 
@@ -54,7 +55,9 @@ def detect(transactions: DataFrame, params: VelocityParams) -> DataFrame:
                    F.sum("amount").alias("total_amount"),
                    F.min("event_time").alias("first_time"),
                    F.max("event_time").alias("last_time"),
-                   F.first("currency").alias("currency"))
+                   F.first("currency").alias("currency"),
+                   # the last charge (the trigger), by the same order as the charges
+                   F.max_by(F.struct(*TRIGGER_COLUMNS), F.struct("event_time", "txn_id")).alias("last"))
               .filter(F.col("count") >= F.lit(params.min_count)))
     span_seconds = (F.unix_micros(F.col("last_time")) - F.unix_micros(F.col("first_time"))) / F.lit(1e6)
     return bursts.select(*alerts(
@@ -68,6 +71,7 @@ def detect(transactions: DataFrame, params: VelocityParams) -> DataFrame:
                                F.col("count"), F.col("total_amount"), F.col("currency"), span_seconds),
         evidence={"count": F.col("count"), "total_amount": F.col("total_amount"),
                   "span_seconds": span_seconds},
+        trigger="last",
     ))
 
 

@@ -34,10 +34,13 @@ from models import features as fx
 # that every Python worker unpickling ``_streaming_function`` (this module) has it before the first batch.
 _compat.install()
 
-# Columns carried through the per-customer step (everything the alert needs, plus the features).
-CARRIED = ["txn_id", "card_id", "customer_id", "terminal_id", "currency", "event_time"]
-CUSTOMER_STEP_SCHEMA = ("txn_id string, card_id string, customer_id string, terminal_id string, "
-                        "currency string, event_time timestamp, day long, "
+# Columns carried through the per-customer step (everything the alert needs, including its trigger
+# context, plus the features; ``amount`` is a feature).
+CARRIED = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "currency", "channel",
+           "lat", "lon", "event_time"]
+CUSTOMER_STEP_SCHEMA = ("txn_id string, card_id string, customer_id string, merchant_id string, "
+                        "terminal_id string, currency string, channel string, lat double, lon double, "
+                        "event_time timestamp, day long, "
                         + ", ".join(f"{name} double" for name in fx.ROW_FEATURES + fx.CUSTOMER_FEATURES))
 STATE_SCHEMA = "t_ms binary, amounts binary, last_ms long"
 HISTORY_MARGIN_MS = fx.DAY_MS    # kept beyond the longest window, for rows arriving late

@@ -4,11 +4,11 @@ The enricher (``sinks/enricher.py``) reads the three profile hashes of ``common.
 and the card's recent alert count, then calls ``enrich``. Profiles arrive as Redis hashes: every value
 a string, an empty string or a missing field meaning unknown.
 
-Where the merchant comes from: the alert contract (design.md section 2) names no merchant, so the
-enricher uses the optional fields ``merchant_id``, ``terminal_id``, ``lat``, ``lon`` and
-``customer_id`` of the triggering transaction when a writer adds them (producers may add fields);
-without ``merchant_id`` the merchant is marked missing. The location of the swipe is the alert's own
-``lat``/``lon`` if present (the terminal), else the merchant profile's.
+Where the merchant comes from: the alert's optional trigger context (``common.contracts.
+ALERT_TRIGGER_FIELDS``, copied by every detector from the triggering transaction): its ``merchant_id``
+names the merchant profile, its ``customer_id`` the customer (else the card profile's). An alert without
+``merchant_id`` (an older writer) is still enriched, with the merchant marked missing. The location of
+the swipe is the alert's own ``lat``/``lon`` if present (the terminal), else the merchant profile's.
 
 The output is the alert unchanged plus:
 

@@ -14,7 +14,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 
 from common.contracts import alert_id, parse_event_time
 from detectors import harness, registry, samples
-from detectors.base import ALERT_SCHEMA
+from detectors.base import ALERT_SCHEMA, TRIGGER_COLUMNS
 
 DETECTORS = registry.all()
 BATCHES = 10
@@ -100,6 +100,7 @@ def test_no_alerts_for_empty_input(spark, detector):
 def test_alerts_are_well_formed_and_ids_deterministic(spark, detector, static):
     found = static(detector)
     assert found, "the representative input contains every pattern: each detector must fire on it"
+    by_id = {t["txn_id"]: t for t in ALL_TXNS}
     for alert in found:
         assert alert["alert_id"] == alert_id(detector.name, alert["txn_ids"])
         assert alert["detector"] == detector.name and alert["detector_version"] == detector.version
@@ -109,6 +110,9 @@ def test_alerts_are_well_formed_and_ids_deterministic(spark, detector, static):
         assert [times[i] for i in alert["txn_ids"]] == sorted(times[i] for i in alert["txn_ids"]), \
             "txn_ids oldest first"
         assert alert["event_time"] == times[alert["txn_ids"][-1]], "event_time of the triggering txn"
+        trigger = by_id[alert["txn_ids"][-1]]
+        assert {n: alert[n] for n in TRIGGER_COLUMNS} == {n: trigger[n] for n in TRIGGER_COLUMNS}, \
+            "merchant, terminal, amount... of the triggering txn (alerts(..., trigger=...))"
     again = harness.run_static(detector, list(reversed(ALL_TXNS)), spark)
     assert [a["alert_id"] for a in again] == [a["alert_id"] for a in found]
 

@@ -43,6 +43,7 @@ def test_velocity_one_alert_per_burst_with_its_charges_in_order(spark):
     burst = samples.card_testing("c1", T0, count=9, every_s=20)
     [alert] = static(spark, "velocity", list(reversed(burst)))
     assert alert["txn_ids"] == [t["txn_id"] for t in burst]
+    assert (alert["merchant_id"], alert["amount"]) == (burst[-1]["merchant_id"], burst[-1]["amount"])
     assert alert["event_time"] == burst[-1]["event_time"]
     assert alert["evidence"]["count"] == 9
     assert alert["evidence"]["span_seconds"] == pytest.approx(160)
@@ -53,6 +54,7 @@ def test_amount_anomaly_fires_on_a_spike_after_enough_history(spark):
     txns = samples.amount_spike("c1", T0, history=10)
     [alert] = static(spark, "amount_anomaly", txns)
     assert alert["txn_ids"] == [txns[-1]["txn_id"]]
+    assert (alert["merchant_id"], alert["amount"], alert["channel"]) == ("m-jeweller", 480.0, "pos")
     assert alert["evidence"]["history_count"] == 10
     assert alert["evidence"]["ratio"] > 8
 
@@ -61,6 +63,8 @@ def test_impossible_travel_evidence(spark):
     txns = samples.impossible_travel("c1", T0, hours=1.0)
     [alert] = static(spark, "impossible_travel", txns)
     assert alert["txn_ids"] == [t["txn_id"] for t in txns]
+    assert (alert["merchant_id"], alert["terminal_id"], alert["lat"], alert["lon"]) == \
+        ("m-nyc", "term-m-nyc", *NEW_YORK)
     assert alert["evidence"]["km"] == pytest.approx(5837, rel=0.01)
     assert alert["evidence"]["hours"] == pytest.approx(1.0)
     assert alert["evidence"]["kmh"] == pytest.approx(5837, rel=0.01)

@@ -168,8 +168,11 @@ class TestPipeline:
         redis_sync.hset(merchant_key(f"m-{tag}"), mapping={"name": "Corner Bakery", "mcc": "5462",
                                                            "category": "bakery", "lat": "48.8566",
                                                            "lon": "2.3522"})
-        swipe = make_alert(card1, [f"{tag}-t1", f"{tag}-t2"], "double_swipe", score=0.7,
-                           merchant_id=f"m-{tag}", reason="same card, merchant and amount 12.3 s apart")
+        # the triggering transaction's context, as every detector writes it (detectors.base.alerts)
+        trigger = {"customer_id": f"cu-{tag}", "merchant_id": f"m-{tag}", "terminal_id": f"term-{tag}",
+                   "amount": 42.5, "currency": "EUR", "channel": "pos", "lat": 48.8566, "lon": 2.3522}
+        swipe = make_alert(card1, [f"{tag}-t1", f"{tag}-t2"], "double_swipe", score=0.7, **trigger,
+                           reason="same card, merchant and amount 12.3 s apart")
         velocity = make_alert(card1, [f"{tag}-t1", f"{tag}-t2"], "velocity", score=0.6, event_s=1,
                               merchant_id=f"m-{tag}", reason="2 transactions in 12.3 s")
         unknown = make_alert(card2, [f"{tag}-t9"], "amount_anomaly", score=0.4, event_s=2)
@@ -210,11 +213,17 @@ class TestPipeline:
         assert e["reason"] == swipe["reason"] and e["txn_ids"] == swipe["txn_ids"]
         assert e["profile_missing"] == []
         assert e["enrichment"]["segment"] == "premium"
+        assert {name: e[name] for name in trigger} == trigger
+        assert e["enrichment"]["merchant_id"] == f"m-{tag}"
         assert e["enrichment"]["merchant_name"] == "Corner Bakery"
         assert e["enrichment"]["merchant_category"] == "bakery"
+        assert e["enrichment"]["location_source"] == "terminal"
         assert e["enrichment"]["distance_from_home_km"] == pytest.approx(878, abs=2)
         assert by_id[velocity["alert_id"]][0]["enrichment"]["card_recent_alerts"] == 2
         assert by_id[unknown["alert_id"]][0]["profile_missing"] == ["card", "customer", "merchant"]
+        # an alert of an older writer (no trigger context): enriched all the same, its merchant missing
+        assert by_id[marker["alert_id"]][0]["profile_missing"] == ["merchant"]
+        assert by_id[marker["alert_id"]][0]["enrichment"]["segment"] == "premium"
 
         def cases_ready():
             latest = pipeline.latest_cases()

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from detectors import harness, ml_score
+from detectors.base import TRIGGER_COLUMNS
 from models import evaluation, features as fx, scoring, training
 from models.data import DataSpec, simulate, to_contract
 from models.registry import ModelArtifact
@@ -99,6 +100,10 @@ def _precision_recall(alerts: list[dict], scored: pd.DataFrame) -> tuple[float, 
     return float(precision), float(recall)
 
 
+def _trigger(record: dict) -> dict:
+    return {name: record[name] for name in TRIGGER_COLUMNS}
+
+
 def test_ml_score_raises_alerts_on_a_labelled_stream(spark, world, tmp_path):
     detector = ml_score.DETECTOR.with_params(artifact=world["artifact"])
     history = _days(world, 6, 35)          # 30 days of customer history before the scored days
@@ -115,6 +120,9 @@ def test_ml_score_raises_alerts_on_a_labelled_stream(spark, world, tmp_path):
     assert {"score", "threshold"} <= set(alert["evidence"]) and len(alert["evidence"]) == 2 + 3
     assert set(alert["evidence"]) - {"score", "threshold"} <= set(fx.FEATURES)
     assert alert["reason"].startswith("model score")
+    contract = {t["txn_id"]: t for t in to_contract(scored)}
+    for a in static:                      # the scored transaction's merchant, terminal, amount, location...
+        assert _trigger(a) == _trigger(contract[a["txn_ids"][0]])
 
     day = fx.day_of(fx.to_ms(scored["event_time"]))
     # A one-row first batch: detectors/harness.py parses each progress's endOffset as JSON, and when the
@@ -126,6 +134,7 @@ def test_ml_score_raises_alerts_on_a_labelled_stream(spark, world, tmp_path):
     streamed = [a for a in result.alerts if a["txn_ids"][0] in set(scored["txn_id"])]
     assert [a["alert_id"] for a in streamed] == [a["alert_id"] for a in static]
     assert [a["score"] for a in streamed] == pytest.approx([a["score"] for a in static], abs=1e-12)
+    assert [_trigger(a) for a in streamed] == [_trigger(a) for a in static]
 
 
 def test_ml_score_without_a_model_says_to_train(spark):

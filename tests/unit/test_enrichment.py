@@ -1,10 +1,12 @@
 """sinks.enrichment: pure enrichment of an alert with its profiles."""
 
+import json
 from datetime import datetime, timezone
 
 import pytest
 
-from sinks.enrichment import enrich, haversine_km
+from common.contracts import ALERT_TRIGGER_FIELDS, ContractError
+from sinks.enrichment import decode_alert, enrich, haversine_km
 from sinks.testing import make_alert
 
 NOW = datetime(2026, 11, 22, 10, 5, tzinfo=timezone.utc)
@@ -72,3 +74,49 @@ def test_alert_customer_id_overrides_card_profile_and_garbage_coordinates_are_un
     assert out["enrichment"]["customer_id"] == "cu9"
     assert out["enrichment"]["home_lat"] is None
     assert out["enrichment"]["merchant_id"] is None
+
+
+# --- the alert's trigger context (merchant, terminal, ... of the triggering transaction) ---------
+
+TRIGGER = {"customer_id": "cu1", "merchant_id": "m1", "terminal_id": "term-m1", "amount": 42.5,
+           "currency": "EUR", "channel": "pos", "lat": 48.8566, "lon": 2.3522}
+
+
+def test_alert_with_trigger_context_gets_the_merchant_from_its_merchant_id():
+    alert = make_alert("ca1", ["t1", "t2"], **TRIGGER)
+    decoded = decode_alert(json.dumps(alert))           # the contract accepts the optional fields
+    out = enrich(decoded, CUSTOMER, CARD, MERCHANT, 1, NOW)
+    e = out["enrichment"]
+    assert (e["merchant_id"], e["merchant_name"], e["merchant_category"]) == ("m1", "Corner Bakery", "bakery")
+    assert e["customer_id"] == "cu1" and e["location_source"] == "terminal"
+    assert out["profile_missing"] == []
+    assert {name: out[name] for name in TRIGGER} == TRIGGER     # the trigger context is passed on
+
+
+def test_alert_naming_an_unknown_merchant_is_kept_with_the_merchant_marked_missing():
+    out = enrich(decode_alert(make_alert("ca1", ["t1"], **TRIGGER)), CUSTOMER, CARD, {}, 1, NOW)
+    assert out["profile_missing"] == ["merchant"]
+    assert out["enrichment"]["merchant_id"] == "m1" and out["enrichment"]["merchant_name"] is None
+
+
+def test_alert_of_an_older_writer_without_trigger_context_is_still_enriched():
+    alert = make_alert("ca1", ["t1"])
+    assert not set(ALERT_TRIGGER_FIELDS) & set(alert)
+    out = enrich(decode_alert(json.dumps(alert)), CUSTOMER, CARD, None, 2, NOW)
+    assert out["profile_missing"] == ["merchant"]
+    e = out["enrichment"]
+    assert e["merchant_id"] is None and e["merchant_name"] is None and e["location_source"] is None
+    assert e["customer_id"] == "cu1" and e["segment"] == "premium" and e["card_recent_alerts"] == 2
+
+
+def test_a_trigger_without_location_falls_back_to_the_merchant_profile():
+    alert = make_alert("ca1", ["t1"], **dict(TRIGGER, channel="ecom", lat=None, lon=None))
+    out = enrich(decode_alert(alert), CUSTOMER, CARD, MERCHANT, 1, NOW)
+    assert out["enrichment"]["location_source"] == "merchant"
+
+
+@pytest.mark.parametrize("name,value", [("merchant_id", 7), ("amount", "42.50"), ("lat", True),
+                                        ("channel", ["pos"])])
+def test_trigger_fields_of_the_wrong_type_break_the_contract(name, value):
+    with pytest.raises(ContractError, match=name):
+        decode_alert(make_alert("ca1", ["t1"], **dict(TRIGGER, **{name: value})))
