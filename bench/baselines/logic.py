@@ -1,8 +1,8 @@
 """double_swipe + velocity in plain Python dictionaries: the baselines' detection logic.
 
 The same alerts as ``detectors/double_swipe.py`` and ``detectors/velocity.py`` (same parameters, same
-``alert_id``, ``txn_ids`` order, ``event_time``, score, reason and evidence), with the same event-time
-rules as Spark's micro-batches:
+``alert_id``, ``txn_ids`` order, ``event_time``, score, reason, evidence and trigger context), with the
+same event-time rules as Spark's micro-batches:
 
 * every record is decoded and validated by the contract's own ``common.contracts.decode_transaction``
   (the specification the Spark parser is tested against); an invalid record becomes a dead-letter
@@ -35,7 +35,7 @@ import json
 from collections import deque
 from datetime import datetime, timezone
 
-from common.contracts import ContractError, alert_id, decode_transaction
+from common.contracts import ALERT_TRIGGER_FIELDS as TRIGGER_FIELDS, ContractError, alert_id, decode_transaction
 
 WATERMARK_MS = 120_000
 DS_GAP_MS = 60_000
@@ -62,9 +62,11 @@ class Detection:
         self.watermark = -(1 << 62)
         self.max_seen = -(1 << 62)
         self.partition_max: dict[int, int] = {}
-        self.cards: dict[str, list[tuple[int, str, str, float, str]]] = {}   # card -> (ms, txn, merchant, amount, cur)
+        # card -> (ms, txn, merchant, amount, currency, trigger context)
+        self.cards: dict[str, list[tuple[int, str, str, float, str, dict]]] = {}
         self.fifo: deque[tuple[int, str]] = deque()
-        self.sessions: dict[str, list[list]] = {}  # card -> [[start, end, charges[(ms, txn)], total, currency]]
+        # card -> [[start, end, charges[(ms, txn, trigger context)], total, currency]]
+        self.sessions: dict[str, list[list]] = {}
         self.ends: list[tuple[int, str]] = []
         self.counts = {"records": 0, "invalid": 0, "late_dropped": 0, "double_swipe": 0, "velocity": 0}
 
@@ -87,21 +89,23 @@ class Detection:
             self.partition_max[partition] = t
         card, txn_id, merchant, amount, currency = (txn["card_id"], txn["txn_id"], txn["merchant_id"],
                                                     txn["amount"], txn["currency"])
+        trigger = {name: txn.get(name) for name in TRIGGER_FIELDS}
         # double_swipe: pair with every kept transaction of the card, same merchant and amount, <= 60 s apart
         kept = self.cards.get(card)
         if kept is None:
             kept = self.cards[card] = []
-        for (t0, id0, m0, a0, _c0) in kept:
+        for (t0, id0, m0, a0, _c0, trigger0) in kept:
             if m0 == merchant and a0 == amount and abs(t - t0) <= DS_GAP_MS and id0 != txn_id:
-                first, second = ((t0, id0), (t, txn_id)) if (t0, id0) < (t, txn_id) else ((t, txn_id), (t0, id0))
+                first, second = (((t0, id0), (t, txn_id, trigger)) if (t0, id0) < (t, txn_id)
+                                 else ((t, txn_id), (t0, id0, trigger0)))
                 out.append(("alert", card, double_swipe_alert(card, first, second, amount, currency)))
                 self.counts["double_swipe"] += 1
-        kept.append((t, txn_id, merchant, amount, currency))
+        kept.append((t, txn_id, merchant, amount, currency, trigger))
         self.fifo.append((t, card))
         # velocity: small e-commerce charges into session windows
         if amount <= VEL_MAX_AMOUNT and txn["channel"] == "ecom":
             sessions = self.sessions.setdefault(card, [])
-            merged = [t, t + VEL_GAP_MS, [(t, txn_id)], amount, currency]
+            merged = [t, t + VEL_GAP_MS, [(t, txn_id, trigger)], amount, currency]
             rest = []
             for s in sessions:
                 if t < s[1] and t + VEL_GAP_MS > s[0]:
@@ -157,7 +161,7 @@ class Detection:
         return len(self.fifo) + sum(len(s[2]) for v in self.sessions.values() for s in v)
 
 
-def double_swipe_alert(card: str, first: tuple[int, str], second: tuple[int, str], amount: float,
+def double_swipe_alert(card: str, first: tuple[int, str], second: tuple[int, str, dict], amount: float,
                        currency: str) -> str:
     gap = (second[0] - first[0]) / 1000
     ids = [first[1], second[1]]
@@ -167,12 +171,12 @@ def double_swipe_alert(card: str, first: tuple[int, str], second: tuple[int, str
         "score": min(max(1.0 - 0.5 * gap / 60.0, 0.0), 1.0),
         "reason": f"same card, merchant and amount ({amount:.2f} {currency}) {gap:.1f} s apart",
         "evidence": {"gap_seconds": gap, "amount": float(amount)},
-        "detected_at": _iso(_now_ms()),
+        **second[2], "detected_at": _iso(_now_ms()),
     }, separators=(",", ":"))
 
 
 def velocity_alert(card: str, s: list) -> str:
-    charges = sorted(s[2])
+    charges = sorted(s[2], key=lambda c: (c[0], c[1]))
     first, last = charges[0][0], charges[-1][0]
     count, span = len(charges), (last - first) / 1000
     ids = [c[1] for c in charges]
@@ -182,7 +186,7 @@ def velocity_alert(card: str, s: list) -> str:
         "score": 1.0 - 0.5 ** (count - VEL_MIN_COUNT + 1),
         "reason": f"{count} small online charges (total {s[3]:.2f} {s[4]}) on one card within {span:.0f} s",
         "evidence": {"count": float(count), "total_amount": float(s[3]), "span_seconds": span},
-        "detected_at": _iso(_now_ms()),
+        **charges[-1][2], "detected_at": _iso(_now_ms()),
     }, separators=(",", ":"))
 
 
