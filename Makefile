@@ -47,8 +47,8 @@ test-unit: venv ## unit tests only: no services, seconds
 	$(PYTEST) -m unit tests
 test-integration: fetch ## integration tests against the real broker, Redis and Spark
 	$(PYTEST) -m integration tests
-e2e: fetch ## end-to-end tests against the local stack
-	$(PYTEST) -m e2e tests
+e2e: fetch ## end-to-end tests against the local stack (tests/e2e, FRAUD_E2E_TARGET=local)
+	FRAUD_E2E_TARGET=local $(PYTEST) -m e2e tests
 
 .PHONY: demo
 demo: fetch ## the whole diamond on the local stack (see README)

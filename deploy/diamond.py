@@ -1,0 +1,206 @@
+"""The whole diamond for one run on the embedded local stack: the building blocks of ``make demo`` and
+of the end-to-end suite's local target.
+
+``Traffic`` is the simulated stream of a run (the ``python -m producers`` arguments). ``LocalDiamond``
+is a context manager: entering starts Kafka and Redis (if they are not up), creates the run's own
+topics (``run_settings``: own topics, consumer groups, Redis namespace, checkpoints and run folder,
+so runs never mix), loads the reference profiles, trains a model if the ML detector has none, starts
+the detector job, the enricher, the case manager and the dashboard, and waits until every detector
+query has reported progress and the dashboard answers. ``publish`` starts the producer. Leaving stops
+every process it started (also on an error, Ctrl-C or SIGTERM), records what was left behind in
+``leftovers`` and deletes the run's topics (unless ``keep_topics``).
+"""
+
+from __future__ import annotations
+
+import sys
+import urllib.request
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from common.contracts import format_event_time
+from common.settings import Settings
+from common.waiting import wait_until
+from deploy import local_stack
+from deploy.processes import Child, ProcessGroup
+from deploy.topics import create_project_topics, delete_topics, project_topics
+
+SERVICES = ("detectors", "enricher", "cases", "dashboard")
+SERVICE_START_TIMEOUT = 420.0      # Spark's cold start and first micro-batches on 2 shared cores
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """The simulated stream of one run."""
+
+    seed: int = 7
+    duration: float = 60.0                  # wall-clock seconds of publishing
+    rate: float = 1000.0                    # transactions per second
+    customers: int | None = None            # None: the simulator's default (10,000)
+    scenarios: tuple[str, ...] = ()         # NAME=RATE overrides of the scenario rates
+    id_prefix: str = ""                     # prefixes every id: keeps runs on one stack apart
+    start: datetime | None = None           # first simulated moment; None: the simulator's fixed day
+
+    def world_args(self) -> list[str]:
+        args = ["--seed", str(self.seed)]
+        if self.customers:
+            args += ["--customers", str(self.customers)]
+        if self.id_prefix:
+            args += ["--id-prefix", self.id_prefix]
+        if self.start:
+            args += ["--start", format_event_time(self.start)]
+        return args
+
+    def reference_args(self) -> list[str]:
+        return ["-m", "producers", "load-reference", *self.world_args()]
+
+    def simulate_args(self, labels_path: Path) -> list[str]:
+        """Every label goes to ``labels_path`` (the ground truth), none to Kafka."""
+        args = ["-m", "producers", "simulate", *self.world_args(), "--duration", str(self.duration),
+                "--rate", str(self.rate), "--labels-out", str(labels_path), "--no-labels-topic", "--no-progress"]
+        for scenario in self.scenarios:
+            args += ["--scenario", scenario]
+        return args
+
+
+def run_settings(base: Settings, run_id: str, prefix: str = "demo") -> Settings:
+    """This run's own topics, consumer groups, Redis namespace, checkpoints and run folder."""
+    name = f"{prefix}-{run_id}"
+    return base.replace(
+        topic_transactions=f"{name}.transactions", topic_labels=f"{name}.transactions.labels",
+        topic_dlq=f"{name}.transactions.dlq", topic_alerts=f"{name}.alerts",
+        topic_alert_markers=f"{name}.alerts.markers", topic_alerts_enriched=f"{name}.alerts.enriched",
+        topic_cases=f"{name}.cases", sinks_namespace=name,
+        enricher_app_id=f"{name}-enricher", cases_app_id=f"{name}-cases",
+        run_dir=base.run_dir / prefix / run_id, checkpoint_root=base.run_dir / prefix / run_id / "checkpoints")
+
+
+def run_topic_names(settings: Settings) -> list[str]:
+    """Every topic of a deployment on the broker: the project's, and the Faust services' own
+    (changelogs, leader topics), whose names start with their app ids."""
+    from kafka import KafkaAdminClient
+
+    from common.kafka_clients import kafka_python_config
+
+    admin = KafkaAdminClient(**kafka_python_config(settings))
+    try:
+        existing = set(admin.list_topics())
+    finally:
+        admin.close()
+    project = {spec.name for spec in project_topics(settings)}
+    faust = {t for t in existing if t.startswith((f"{settings.enricher_app_id}-", f"{settings.cases_app_id}-"))}
+    return sorted((project & existing) | faust)
+
+
+def dashboard_url(settings: Settings) -> str:
+    return f"http://{settings.dashboard_host}:{settings.dashboard_port}/"
+
+
+def dashboard_answers(settings: Settings) -> bool:
+    try:
+        with urllib.request.urlopen(dashboard_url(settings) + "healthz", timeout=2) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class LocalDiamond:
+    def __init__(self, base: Settings, run_id: str, traffic: Traffic, say: Callable[[str], None],
+                 prefix: str = "demo", keep_topics: bool = False):
+        self.base = base
+        self.settings = run_settings(base, run_id, prefix)
+        self.env = self.settings.to_env()
+        self.traffic = traffic
+        self.say = say
+        self.keep_topics = keep_topics
+        self.group = ProcessGroup(self.settings.run_dir / "logs", base_env=None)
+        self.leftovers: list[str] | None = None
+
+    # -- entering: everything up ---------------------------------------------------------------
+    def __enter__(self) -> "LocalDiamond":
+        self.say("starting the local stack (Kafka, Redis) ...")
+        local_stack.up(self.base, log=lambda msg: self.say(f"  {msg}"))
+        create_project_topics(self.settings)
+        self.group.__enter__()
+        try:
+            self.say("loading reference profiles into Redis ...")
+            self.run_to_end("load-reference", self.traffic.reference_args())
+            self._train_model_if_missing()
+            self.say("starting the detector job, the enricher, the case manager and the dashboard ...")
+            self.group.start("detectors", ["-m", "detectors", "run"], self.env)
+            self.group.start("enricher", ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
+            self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)
+            self.group.start("dashboard", ["-m", "sinks.dashboard"], self.env)
+            self._wait_for_services()
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def run_to_end(self, name: str, args: list[str], timeout: float = 900) -> None:
+        child = self.group.start(name, args, self.env)
+        wait_until(lambda: child.proc.poll() is not None, timeout, name, interval=0.2)
+        if child.proc.returncode != 0:
+            raise RuntimeError(f"{name} failed (exit {child.proc.returncode}):\n{child.tail()}")
+
+    def _train_model_if_missing(self) -> None:
+        from detectors import registry
+
+        if "ml_score" not in registry.names():
+            return
+        from models.registry import latest_version  # only when the ML detector is registered
+
+        if latest_version(self.settings.model_registry) is None:
+            self.say("no model registered: training one (make train) ...")
+            self.run_to_end("train", ["-m", "models", "train"])
+
+    def _wait_for_services(self) -> None:
+        """Every query of the detector job has reported progress and the dashboard answers."""
+        from deploy.drain import writer_ids
+
+        expected = set(writer_ids())
+        progress_dir = self.settings.run_dir / "progress"
+
+        def ready() -> bool:
+            self.check_services()
+            started = {p.stem for p in progress_dir.glob("*.json")} if progress_dir.exists() else set()
+            return expected <= started and dashboard_answers(self.settings)
+
+        wait_until(ready, SERVICE_START_TIMEOUT, "the detector queries and the dashboard", interval=0.5)
+
+    # -- while running ------------------------------------------------------------------------
+    def stopped_service(self) -> str | None:
+        """The name of a service that is no longer running, if any."""
+        return next((name for name in SERVICES if name in self.group.children
+                     and self.group.children[name].proc.poll() is not None), None)
+
+    def check_services(self) -> None:
+        """Raise if a service has died (with the tail of its log)."""
+        name = self.stopped_service()
+        if name is not None:
+            child = self.group.children[name]
+            raise RuntimeError(f"{name} died (exit {child.proc.returncode}):\n{child.tail()}")
+
+    def publish(self, labels_path: Path) -> Child:
+        """Start the producer: the traffic to this run's transactions topic, every label to ``labels_path``."""
+        return self.group.start("producer", self.traffic.simulate_args(labels_path), self.env)
+
+    @property
+    def log_dir(self) -> Path:
+        return self.group.log_dir
+
+    # -- leaving: everything down --------------------------------------------------------------
+    def __exit__(self, *exc) -> None:
+        try:
+            self.group.__exit__(*exc)            # stops every child, SIGTERM then SIGKILL
+        finally:
+            self.leftovers = self.group.leftovers()
+            self.say("all processes stopped" if not self.leftovers else
+                     f"processes left behind: {self.leftovers}")
+            if not self.keep_topics:
+                try:
+                    delete_topics(self.base, run_topic_names(self.settings))
+                except Exception as error:  # never hide why the run ended
+                    self.say(f"could not delete the run's topics: {error}")
