@@ -41,6 +41,11 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
     for name in args.names:
         registry.get(name)            # fail fast on a typo, before Spark starts
+    problems = registry.problems(registry.resolve(args.names))
+    if problems:                      # e.g. ml_score without a trained model: say what to do, start nothing
+        for problem in problems:
+            print(f"python -m detectors run: {problem}", file=sys.stderr)
+        return 2
     from detectors import runner      # written by the runtime: imported lazily so `list` works without it
 
     return runner.main(args.names, rest) or 0

@@ -3,7 +3,8 @@
 Pipeline (static DataFrame or stream alike)::
 
     transactions ─► per customer, pandas (applyInPandas / applyInPandasWithState): row + customer features
-                 ─► left join the terminal feature table on (terminal_id, day), missing = 0
+                 ─► left join the terminal feature table on (terminal_id, day)
+                 ─► mapInPandas: terminal features (day D-7's labels up to t - 7 days; no row = 0)
                  ─► mapInPandas: predict_proba, keep score >= threshold, explain the kept rows
                  ─► alerts (one per transaction, txn_ids = [txn_id])
 
@@ -17,7 +18,9 @@ with its ``terminal_table``; ``params.terminal_table`` overrides it). Tests and 
 (``DETECTOR.with_params(artifact=...)`` or ``bind(...)``). When ``params.artifact`` is None, ``detect``
 resolves ``params.model`` (default ``latest``) through ``models.registry`` once, on the driver, while
 the query plan is built (the runner has no hook for loading detector inputs yet): no row ever touches a
-file, and with no registered model it fails at once with "run `make train`".
+file. The registry is ``settings.model_registry`` (``FRAUD_MODEL_REGISTRY``). With no usable model,
+``preflight`` (called by ``python -m detectors run`` before Spark starts) and ``detect`` fail at once with
+"run `make train`".
 
 State: per customer, the last 31 days of (event time, amount), 16 bytes per transaction, evicted by an
 event-time timeout 31 days after the customer's last transaction. Rows behind the watermark are dropped.
@@ -60,16 +63,37 @@ class MLScoreParams:
     artifact's, e.g. today's refresh by the daily labelled batch."""
 
 
-@lru_cache(maxsize=4)
-def _load(ref: str):
+def _registry_errors(action):
     from models import registry
 
     try:
-        return registry.load(ref)
+        return action()
     except registry.FeatureMismatchError as error:
         raise RuntimeError(f"ml_score: {error}") from None
     except registry.RegistryError as error:
-        raise RuntimeError(f"ml_score has no model to score with: {error}") from None
+        raise RuntimeError(f"ml_score: no model to score with: {error}") from None
+
+
+@lru_cache(maxsize=4)
+def _load(ref: str, registry_dir: str):
+    from models import registry
+
+    return _registry_errors(lambda: registry.load(ref, registry_dir))
+
+
+def _load_from_settings(ref: str):
+    from models import registry
+
+    return _load(ref, str(registry.registry_dir()))
+
+
+def preflight(params: MLScoreParams) -> None:
+    """Raise ``RuntimeError`` ("run `make train`") unless ``params`` name a model trained on the code's
+    features: reads the registry's metadata only, so a job can refuse to start before Spark does."""
+    from models import registry
+
+    if params.artifact is None:
+        _registry_errors(lambda: registry.check_features(registry.read_meta(params.model)))
 
 
 def bind(model: str = "latest", registry_dir=None, terminal_table: pd.DataFrame | None = None) -> Detector:
@@ -115,7 +139,7 @@ def detect(transactions: DataFrame, params: MLScoreParams) -> DataFrame:
     from models import features as fx
     from models.spark_features import features_frame
 
-    artifact = params.artifact if params.artifact is not None else _load(params.model)
+    artifact = params.artifact if params.artifact is not None else _load_from_settings(params.model)
     if list(artifact.features) != fx.FEATURES:
         raise RuntimeError(f"ml_score: model {artifact.version or artifact.name} was trained on other features "
                            f"than models/features.py defines: retrain it with `make train`")
@@ -144,8 +168,9 @@ def detect(transactions: DataFrame, params: MLScoreParams) -> DataFrame:
 
 DETECTOR = Detector(
     name="ml_score",
-    version="1.0.0",
-    description="a trained model (models/) scores every transaction on the Handbook's features",
+    version="2.0.0",
+    description="a trained model (models/) scores every transaction on the Handbook's 15 features and 9 on "
+                "the customer's own amounts",
     # Customer windows are per-customer state in arrival order; two minutes absorbs producer lag and
     # partition skew like the other detectors.
     watermark="2 minutes",

@@ -3,11 +3,17 @@
 To add a detector: write ``detectors/<name>.py`` exporting ``DETECTOR`` (copy ``detectors/template.py``),
 import it below and add it to ``REGISTRY``. Every detector listed here is put through the shared contract
 suite (``tests/integration/test_detector_contract.py``) automatically.
+
+A detector that needs something besides the stream (``ml_score``: a trained model) defines
+``preflight(params)`` in its module, raising ``RuntimeError`` with what to do; ``problems`` collects
+those messages so ``python -m detectors run`` refuses to start before Spark does.
 """
 
 from __future__ import annotations
 
-from detectors import amount_anomaly, double_swipe, impossible_travel, velocity
+import sys
+
+from detectors import amount_anomaly, double_swipe, impossible_travel, ml_score, velocity
 from detectors.base import Detector
 
 REGISTRY: dict[str, Detector] = {
@@ -17,7 +23,7 @@ REGISTRY: dict[str, Detector] = {
         velocity.DETECTOR,
         amount_anomaly.DETECTOR,
         impossible_travel.DETECTOR,
-        # ml_score.DETECTOR,   # comes with the models issue: a model scoring each transaction
+        ml_score.DETECTOR,
     )
 }
 
@@ -42,3 +48,18 @@ def resolve(requested: list[str] | None) -> list[Detector]:
     if not requested:
         return all()
     return [get(name) for name in dict.fromkeys(requested)]
+
+
+def problems(detectors: list[Detector]) -> list[str]:
+    """What would stop these detectors at start (their modules' ``preflight``), one message each."""
+    found = []
+    for detector in detectors:
+        check = getattr(sys.modules.get(detector.detect.__module__), "preflight", None)
+        if check is None:
+            continue
+        try:
+            check(detector.params)
+        except RuntimeError as error:
+            message = str(error)
+            found.append(message if message.startswith(detector.name) else f"{detector.name}: {message}")
+    return found

@@ -1,6 +1,6 @@
 """``python -m models``: train, report and list the fraud models.
 
-    python -m models train [--profile handbook|default] [--seed S] [--days N] [--models a,b,...]
+    python -m models train [--profile handbook|default] [--seed S] [--days N] [--folds F] [--models a,b,...]
     python -m models report [--version latest|NAME|VERSION] [--out DIR]
     python -m models list
 """
@@ -20,15 +20,18 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="simulate labelled data, train and compare models, register the best",
-                           description="Simulate labelled data in process, build the Handbook's features, run "
-                                       "the train/delay/test protocol with a validation fold, register the "
-                                       "model selected on validation and write the report.")
+                           description="Simulate labelled data in process, build the features, run the "
+                                       "Handbook's prequential train/delay/test protocol (validation folds, then "
+                                       "test folds), register the model selected on validation and write the "
+                                       "report.")
     train.add_argument("--profile", choices=("handbook", "default"), default="handbook",
                        help="simulator profile: handbook = Le Borgne et al.'s generator (default), default = ours")
     train.add_argument("--seed", type=int, default=1, help="simulator and model seed (default 1)")
-    train.add_argument("--days", type=int, default=72,
-                       help="simulated days; the last 21 are train/delay/test, 14 before them the validation "
-                            "fold, the rest warms up the 30-day windows (default 72)")
+    train.add_argument("--days", type=int, default=None,
+                       help="simulated days (default: what --folds needs, 114 for 4 folds): 37 days of warm-up "
+                            "for the windows, then the validation folds, then the test folds")
+    train.add_argument("--folds", type=int, default=4,
+                       help="prequential validation and test folds of one week each (default 4, the Handbook's)")
     train.add_argument("--customers", type=int, default=None,
                        help="customers in the simulated world (default: the profile's, 5,000 / 10,000)")
     train.add_argument("--models", default=",".join(estimators.CANDIDATES),
@@ -63,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             estimators.make(name, 0)            # unknown names fail before any work
         started = time.monotonic()
-        config = TrainConfig(data=DataSpec(args.profile, args.seed, args.days, args.customers), models=names)
+        days = args.days or TrainConfig(folds=args.folds).days_needed()
+        config = TrainConfig(data=DataSpec(args.profile, args.seed, days, args.customers), models=names,
+                             folds=args.folds)
         artifact, predictions, _ = train(config)
         version = registry.save(artifact, args.registry, predictions=predictions)
         print(f"registered {artifact.name} as {version} in {registry.registry_dir(args.registry)} "
@@ -82,8 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         for meta in registry.versions(args.registry):
             test = meta["metrics"][meta["selected"]]["test"] if "metrics" in meta else {}
+            try:
+                registry.check_features(meta)
+                stale = ""
+            except registry.FeatureMismatchError:
+                stale = "  (trained on other features: unusable, retrain)"
             print(f"{meta['version']}  {meta['name']:<40} AUC {test.get('auc_roc', float('nan')):.3f}  "
-                  f"CP@100 {test.get('card_precision@100', float('nan')):.3f}  threshold {meta['threshold']:.4f}")
+                  f"CP@100 {test.get('card_precision@100', float('nan')):.3f}  threshold {meta['threshold']:.4f}"
+                  f"{stale}")
         return 0
     return 2
 

@@ -7,7 +7,9 @@
   ``get_train_test_set``): an investigator would already have blocked them.
 * ``card_precision_at_k``: per day, the ``k`` cards with the highest maximum score of the day; the share
   of them with at least one fraud that day (divided by ``k`` even when fewer cards were active, as the
-  Handbook does); averaged over the days.
+  Handbook does); averaged over the days. A defrauded card found in a day's top ``k`` is left out of
+  the following days (the Handbook's ``card_precision_top_k(..., remove_detected_compromised_cards=True)``,
+  its default): it has been blocked, and finding it again would count one card twice.
 * ``metrics``: AUC ROC, average precision and CP@k.
 """
 
@@ -59,19 +61,28 @@ def train_delay_test_split(frame: pd.DataFrame, split: Split, card_column: str =
 
 
 def card_precision_at_k_per_day(day: np.ndarray, card: np.ndarray, score: np.ndarray, is_fraud: np.ndarray,
-                                k: int = 100) -> pd.Series:
-    """CP@k of each day (index: day)."""
+                                k: int = 100, remove_detected: bool = True) -> pd.Series:
+    """CP@k of each day (index: day). ``remove_detected``: a defrauded card found in a day's top k is
+    left out of the following days (the Handbook's default: an investigator has blocked it)."""
     per_card = (pd.DataFrame({"day": day, "card": card, "score": score, "fraud": is_fraud})
-                .groupby(["day", "card"], sort=False).agg(score=("score", "max"), fraud=("fraud", "max"))
+                .groupby(["day", "card"], sort=True).agg(score=("score", "max"), fraud=("fraud", "max"))
                 .reset_index())
-    per_card = per_card.sort_values(["day", "score", "card"], ascending=[True, False, True], kind="mergesort")
-    top = per_card.groupby("day", sort=True).head(k)
-    return top.groupby("day", sort=True)["fraud"].sum().astype(float) / k
+    detected: set = set()
+    out = {}
+    for d, cards in per_card.groupby("day", sort=True):
+        if detected:
+            cards = cards[~cards["card"].isin(detected)]
+        top = cards.sort_values(["score", "card"], ascending=[False, True], kind="mergesort").head(k)
+        hits = top.loc[top["fraud"] > 0, "card"]
+        out[d] = len(hits) / k
+        if remove_detected:
+            detected.update(hits)
+    return pd.Series(out, dtype=float).rename_axis("day")
 
 
-def card_precision_at_k(day, card, score, is_fraud, k: int = 100) -> float:
+def card_precision_at_k(day, card, score, is_fraud, k: int = 100, remove_detected: bool = True) -> float:
     per_day = card_precision_at_k_per_day(np.asarray(day), np.asarray(card), np.asarray(score),
-                                          np.asarray(is_fraud), k)
+                                          np.asarray(is_fraud), k, remove_detected)
     return float(per_day.mean()) if len(per_day) else float("nan")
 
 

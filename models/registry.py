@@ -103,6 +103,19 @@ def versions(registry: Path | str | None = None) -> list[dict]:
     return found
 
 
+def latest_version(registry: Path | str | None = None) -> str | None:
+    """The id ``load("latest")`` would load, or None when the registry is empty or its newest model was
+    trained on other features than the code defines (``deploy.demo`` then trains one)."""
+    stored = versions(registry)
+    if not stored:
+        return None
+    try:
+        check_features(stored[-1])
+    except FeatureMismatchError:
+        return None
+    return stored[-1]["version"]
+
+
 def resolve(ref: str = "latest", registry: Path | str | None = None) -> Path:
     """The folder of ``ref``: a version id, a model name (its newest version) or ``latest``."""
     root = registry_dir(registry)
@@ -118,6 +131,11 @@ def resolve(ref: str = "latest", registry: Path | str | None = None) -> Path:
         return root / (exact or named)[-1]["version"]
     raise RegistryError(f"no model {ref!r} in {root}; stored: "
                         + ", ".join(f"{m['version']} ({m.get('name')})" for m in stored))
+
+
+def read_meta(ref: str = "latest", registry: Path | str | None = None) -> dict:
+    """The metadata of ``ref`` (see ``resolve``), without loading the model."""
+    return json.loads((resolve(ref, registry) / META_FILE).read_text())
 
 
 def check_features(meta: dict) -> None:

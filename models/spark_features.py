@@ -8,9 +8,11 @@ the identifying columns plus ``FEATURES``:
    ``applyInPandasWithState`` on a stream (state per customer: the last 30 days + one day of margin of
    (event time, amount), as little-endian int64/float64 bytes, evicted by an event-time timeout 31 days
    after the customer's last transaction; rows behind the watermark are dropped by the operator);
-2. left join the terminal table (a small static DataFrame built from a pandas table the caller hands
-   over) on ``(terminal_id, day)`` and fill missing terminal features with 0, as
-   ``features.fill_terminal_defaults`` does on the batch path.
+2. left join the terminal table (a static DataFrame built from the pandas table the caller hands over,
+   broadcast) on ``(terminal_id, day)``;
+3. ``mapInPandas``: ``features.terminal_features`` on the joined rows (whole-day counts plus day D-7's
+   labelled transactions up to ``t - 7 days``; a transaction without a row gets 0), as the batch path
+   does after its merge.
 
 Streaming caveat (the only way the paths can differ): a transaction is scored with the history that
 has arrived so far. A late transaction (within the watermark) sees all earlier ones, exactly as in
@@ -95,14 +97,27 @@ def customer_step(transactions: DataFrame) -> DataFrame:
     return grouped.applyInPandas(_static_function, CUSTOMER_STEP_SCHEMA)
 
 
-def terminal_frame(spark, table: pd.DataFrame) -> DataFrame:
-    """The terminal feature table as a (broadcastable) static DataFrame."""
-    schema = "terminal_id string, day long, " + ", ".join(f"{n} double" for n in fx.TERMINAL_FEATURES)
+TERMINAL_TABLE_SCHEMA = ("terminal_id string, day long, "
+                         + ", ".join(f"{n} double" for n in fx.TERMINAL_DAY_COUNTS)
+                         + ", recent_ms array<long>, recent_fraud array<double>")
+FEATURES_SCHEMA = (CUSTOMER_STEP_SCHEMA + ", "
+                   + ", ".join(f"{name} double" for name in fx.TERMINAL_FEATURES))
+
+
+def terminal_frame(spark, table: pd.DataFrame | None) -> DataFrame:
+    """The terminal feature table (``features.TERMINAL_TABLE_COLUMNS``) as a static DataFrame."""
     if table is None or len(table) == 0:
-        return spark.createDataFrame([], schema)
-    pdf = table[["terminal_id", "day"] + fx.TERMINAL_FEATURES].copy()
+        return spark.createDataFrame([], TERMINAL_TABLE_SCHEMA)
+    pdf = table[fx.TERMINAL_TABLE_COLUMNS].copy()
     pdf["day"] = pdf["day"].astype(np.int64)
-    return spark.createDataFrame(pdf, schema)
+    return spark.createDataFrame(pdf, TERMINAL_TABLE_SCHEMA)
+
+
+def _terminal_step(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    step_columns = [name for name in (f.split()[0] for f in CUSTOMER_STEP_SCHEMA.split(", "))]
+    for pdf in frames:
+        terminal = fx.terminal_features(pdf, fx.to_ms(pdf["event_time"]))
+        yield pd.concat([pdf[step_columns], terminal], axis=1)
 
 
 def features_frame(transactions: DataFrame, terminal_table: pd.DataFrame | DataFrame | None) -> DataFrame:
@@ -111,4 +126,4 @@ def features_frame(transactions: DataFrame, terminal_table: pd.DataFrame | DataF
     terminals = terminal_table if isinstance(terminal_table, DataFrame) else terminal_frame(spark, terminal_table)
     stepped = customer_step(transactions)
     joined = stepped.join(F.broadcast(terminals), on=["terminal_id", "day"], how="left")
-    return joined.fillna(0.0, subset=fx.TERMINAL_FEATURES).select(*CARRIED, "day", *fx.FEATURES)
+    return joined.mapInPandas(_terminal_step, FEATURES_SCHEMA).select(*CARRIED, "day", *fx.FEATURES)

@@ -1,15 +1,19 @@
 """Training: simulate, build features, validate, select, test, register. One function per step.
 
-The protocol is the Handbook's (ch. 5, "model selection"), with one validation fold:
+The protocol is the Handbook's (ch. 5 "model selection", ch. 6's tables): prequential folds of one
+training week, a 7-day delay and one assessment week, each fold one week earlier than the next::
 
-    ... warm-up (>= 37 days: 30-day windows + 7-day delay) ... | train | delay | test |
-    validation fold = the same split 14 days earlier:  | train | delay | valid |
+    ... warm-up (>= 37 days) ... | validation folds (4)            | test folds (4)          |
+    test fold i:        train T-7i .. T-7i+6, delay 7 days, test T-7i+14 .. T-7i+20   (T: last day - 20)
+    validation fold i:  the same with T replaced by T - 7*(folds-1) - 14   (the Handbook's
+                        start_date_training_for_valid = start_date_training - delay - valid)
 
-Every candidate is fitted on the validation fold's training week and scored on its validation week
-(metrics, and the alert threshold that maximises F1 there), then refitted on the test split's training
-week and scored on the test week. The model is *selected on validation* (highest CP@100, then average
-precision); the test week only reports. The selected model, its validation threshold, its feature list
-and the terminal feature table go to the registry.
+Every candidate is fitted on each validation fold's training week and scored on its week; it is
+*selected on the validation folds' mean* (``SELECTED_BY``); the alert threshold maximises F1 on the
+validation folds' pooled scores. The test folds only report: mean and standard deviation over the test
+weeks, as the Handbook's tables do. The model registered is the selected candidate fitted on the most
+recent test fold's training week (whose test week is the last simulated week), with its threshold,
+feature list and the terminal feature table.
 """
 
 from __future__ import annotations
@@ -28,35 +32,53 @@ from models.registry import ModelArtifact
 
 log = logging.getLogger("models.training")
 
-VALIDATION_SHIFT_DAYS = 14          # delay + validation week: the Handbook's validation fold
+def metric_keys(k: int = 100) -> tuple[str, str, str]:
+    return "auc_roc", "average_precision", f"card_precision@{k}"
+
+
+# Selection: the operational metric (analysts review the k most suspicious cards a day), then AP. The
+# Handbook picks one model per metric; a detector needs one.
+SELECTED_BY = "validation CP@100 (mean over the validation folds), then average precision"
+WARM_UP_DAYS = max(fx.CUSTOMER_WINDOWS_DAYS[-1], fx.DELAY_DAYS + max(fx.TERMINAL_WINDOWS_DAYS))
 
 
 @dataclass
 class TrainConfig:
     data: DataSpec = field(default_factory=DataSpec)
     models: tuple[str, ...] = tuple(estimators.CANDIDATES)
+    folds: int = 4
     train_days: int = 7
     delay_days: int = 7
     test_days: int = 7
     k: int = 100
 
-    def split(self, first_day: int) -> Split:
-        """The test split ends on the last simulated day; training starts ``train+delay+test`` before."""
-        last_day = first_day + self.data.days - 1
+    def test_splits(self, last_day: int) -> list[Split]:
+        """Most recent first: the first one's test week ends on ``last_day``."""
         start = last_day - (self.train_days + self.delay_days + self.test_days) + 1
-        return Split(start, self.train_days, self.delay_days, self.test_days)
+        return [Split(start - i * self.test_days, self.train_days, self.delay_days, self.test_days)
+                for i in range(self.folds)]
+
+    def validation_splits(self, last_day: int) -> list[Split]:
+        earliest_test = self.test_splits(last_day)[-1]
+        start = earliest_test.train_start_day - self.delay_days - self.test_days
+        return [Split(start - i * self.test_days, self.train_days, self.delay_days, self.test_days)
+                for i in range(self.folds)]
+
+    def days_needed(self) -> int:
+        return WARM_UP_DAYS + (self.train_days + self.delay_days + self.test_days) \
+            + 2 * (self.folds - 1) * self.test_days + self.delay_days + self.test_days
 
 
 @dataclass
 class Candidate:
     name: str
-    validation: dict
+    validation: dict                 # metric -> mean, f"{metric}_std", "folds": [per-fold metrics]
     test: dict
     threshold: float
     threshold_stats: dict
-    estimator: object
+    estimator: object                # fitted on the most recent test fold's training week
     fit_seconds: float
-    test_scores: np.ndarray
+    test_scores: np.ndarray          # aligned with the pooled test rows of every test fold
 
 
 def labelled_features(transactions: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -65,6 +87,8 @@ def labelled_features(transactions: pd.DataFrame) -> tuple[pd.DataFrame, pd.Data
     table = fx.terminal_feature_table(transactions["terminal_id"], t_ms, transactions["is_fraud"].to_numpy())
     frame = fx.build_features(transactions, table)
     frame["is_fraud"] = transactions["is_fraud"].to_numpy()
+    if "scenario" in transactions:
+        frame["scenario"] = transactions["scenario"].to_numpy()
     return frame, table
 
 
@@ -72,36 +96,59 @@ def fit(name: str, frame: pd.DataFrame, seed: int):
     from threadpoolctl import threadpool_limits
 
     model = estimators.make(name, seed)
-    with threadpool_limits(estimators.N_JOBS):
+    with threadpool_limits(estimators.OPENMP_THREADS):
         model.fit(scoring.matrix(frame, fx.FEATURES), frame["is_fraud"].to_numpy())
     return model
 
 
-def evaluate_candidate(name: str, frame: pd.DataFrame, split: Split, seed: int, k: int = 100) -> Candidate:
-    valid_split = split.shifted(-VALIDATION_SHIFT_DAYS)
-    v_train, v_test = evaluation.train_delay_test_split(frame, valid_split)
-    started = time.monotonic()
-    model = fit(name, v_train, seed)
-    v_scores = scoring.predict(model, scoring.matrix(v_test, fx.FEATURES))
-    validation = evaluation.metrics(v_test, v_scores, k)
-    threshold, p, r, f1 = evaluation.best_f1_threshold(v_test["is_fraud"].to_numpy(), v_scores)
+def summarise(per_fold: list[dict], k: int = 100) -> dict:
+    """Mean and standard deviation over folds of every metric, plus the folds themselves."""
+    out: dict = {"folds": per_fold}
+    keys = metric_keys(k)
+    for key in (*keys, "transactions", "frauds"):
+        values = np.array([m[key] for m in per_fold], dtype=float)
+        out[key] = float(np.nanmean(values)) if key in keys else int(values.sum())
+        if key in keys:
+            out[f"{key}_std"] = float(np.nanstd(values))
+    return out
 
-    train, test = evaluation.train_delay_test_split(frame, split)
-    model = fit(name, train, seed)
-    fit_seconds = time.monotonic() - started
-    scores = scoring.predict(model, scoring.matrix(test, fx.FEATURES))
-    tested = evaluation.metrics(test, scores, k)
-    y = test["is_fraud"].to_numpy()
-    alerted = scores >= threshold
+
+def run_folds(name: str, frame: pd.DataFrame, splits: list[Split], seed: int, k: int):
+    """Fit and score ``name`` on every split: (per-fold metrics, pooled test rows, pooled scores, the
+    model of the first split)."""
+    metrics, rows, scores, first_model = [], [], [], None
+    for split in splits:
+        train, test = evaluation.train_delay_test_split(frame, split)
+        model = fit(name, train, seed)
+        if first_model is None:
+            first_model = model
+        s = scoring.predict(model, scoring.matrix(test, fx.FEATURES))
+        metrics.append({**evaluation.metrics(test, s, k), "test_week": split.describe()["test"]})
+        rows.append(test)
+        scores.append(s)
+    return metrics, pd.concat(rows), np.concatenate(scores), first_model
+
+
+def evaluate_candidate(name: str, frame: pd.DataFrame, config: TrainConfig, last_day: int) -> Candidate:
+    started = time.monotonic()
+    seed, k = config.data.seed, config.k
+    v_metrics, v_rows, v_scores, _ = run_folds(name, frame, config.validation_splits(last_day), seed, k)
+    validation = summarise(v_metrics, k)
+    threshold, p, r, f1 = evaluation.best_f1_threshold(v_rows["is_fraud"].to_numpy(), v_scores)
+    t_metrics, t_rows, t_scores, model = run_folds(name, frame, config.test_splits(last_day), seed, k)
+    tested = summarise(t_metrics, k)
+    y = t_rows["is_fraud"].to_numpy()
+    alerted = t_scores >= threshold
     tested["precision_at_threshold"] = float(y[alerted].mean()) if alerted.any() else 0.0
     tested["recall_at_threshold"] = float(alerted[y == 1].mean()) if y.any() else 0.0
+    fit_seconds = time.monotonic() - started
     log.info("%s: validation %s, test %s (%.1f s)", name, _brief(validation, k), _brief(tested, k), fit_seconds)
-    return Candidate(name, validation, tested, threshold,
-                     {"precision": p, "recall": r, "f1": f1}, model, fit_seconds, scores)
+    return Candidate(name, validation, tested, threshold, {"precision": p, "recall": r, "f1": f1}, model,
+                     fit_seconds, t_scores)
 
 
 def _brief(m: dict, k: int) -> str:
-    return f"AUC {m['auc_roc']:.3f} AP {m['average_precision']:.3f} CP@{k} {m[f'card_precision@{k}']:.3f}"
+    return " ".join(f"{label} {m[key]:.3f}" for label, key in zip(("AUC", "AP", f"CP@{k}"), metric_keys(k)))
 
 
 def select(candidates: list[Candidate], k: int = 100) -> Candidate:
@@ -111,43 +158,62 @@ def select(candidates: list[Candidate], k: int = 100) -> Candidate:
 
 def train(config: TrainConfig, transactions: pd.DataFrame | None = None
           ) -> tuple[ModelArtifact, pd.DataFrame, list[Candidate]]:
-    """Run the whole protocol; returns the selected model's artifact (not yet saved), the test week's
+    """Run the whole protocol; returns the selected model's artifact (not yet saved), the test weeks'
     predictions of every candidate, and the candidates."""
     started = time.monotonic()
     if transactions is None:
+        if config.data.days < config.days_needed():
+            raise ValueError(f"{config.data.days} days are too few for {config.folds} validation and test "
+                             f"folds after a {WARM_UP_DAYS}-day warm-up: use --days >= {config.days_needed()}")
         transactions = simulate(config.data)
     log.info("data: %d transactions, %d frauds (%.2f %%)", len(transactions), int(transactions["is_fraud"].sum()),
              100 * transactions["is_fraud"].mean())
     frame, table = labelled_features(transactions)
-    split = config.split(int(frame["day"].min()))
-    if split.shifted(-VALIDATION_SHIFT_DAYS).train_start_day < int(frame["day"].min()):
-        raise ValueError(f"{config.data.days} days are too few for train/delay/test and a validation fold: "
-                         f"use --days >= {config.train_days + config.delay_days + config.test_days + VALIDATION_SHIFT_DAYS}")
-    log.info("features: %d rows in %.1f s; split %s", len(frame), time.monotonic() - started, split.describe())
-    candidates = [evaluate_candidate(name, frame, split, config.data.seed, config.k) for name in config.models]
+    first_day, last_day = int(frame["day"].min()), int(frame["day"].max())
+    if config.validation_splits(last_day)[-1].train_start_day - WARM_UP_DAYS < first_day:
+        raise ValueError(f"the data covers {last_day - first_day + 1} days: too few for {config.folds} "
+                         f"validation and test folds after a {WARM_UP_DAYS}-day warm-up "
+                         f"({config.days_needed()} days)")
+    log.info("features: %d rows in %.1f s", len(frame), time.monotonic() - started)
+    candidates = [evaluate_candidate(name, frame, config, last_day) for name in config.models]
     best = select(candidates, config.k)
-    train_rows, test = evaluation.train_delay_test_split(frame, split)
+    newest = config.test_splits(last_day)[0]
+    train_rows, _ = evaluation.train_delay_test_split(frame, newest)
     baseline = {name: float(v) for name, v in train_rows[fx.FEATURES].median().items()}
-    predictions = test[["txn_id", "card_id", "day", "is_fraud"]].reset_index(drop=True).copy()
+    predictions = pooled_test_rows(frame, config, last_day)
     for c in candidates:
         predictions[c.name] = c.test_scores
     meta = {
         "data": config.data.describe(),
-        "split": split.describe(),
-        "validation_split": split.shifted(-VALIDATION_SHIFT_DAYS).describe(),
+        "protocol": {"folds": config.folds, "train_days": config.train_days, "delay_days": config.delay_days,
+                     "test_days": config.test_days, "warm_up_days": WARM_UP_DAYS},
+        "split": newest.describe(),
+        "test_splits": [s.describe() for s in config.test_splits(last_day)],
+        "validation_splits": [s.describe() for s in config.validation_splits(last_day)],
         "seed": config.data.seed,
-        "rows": {"total": int(len(frame)), "train": int(len(train_rows)), "test": int(len(test)),
+        "rows": {"total": int(len(frame)), "train": int(len(train_rows)), "test": int(len(predictions)),
                  "frauds_total": int(frame["is_fraud"].sum())},
         "selected": best.name,
-        "selected_by": f"validation card_precision@{config.k}, then average_precision",
+        "selected_by": SELECTED_BY,
         "threshold_on_validation": best.threshold_stats,
         "estimator": repr(best.estimator),
         "metrics": {c.name: {"validation": c.validation, "test": c.test, "threshold": c.threshold,
                              "fit_seconds": round(c.fit_seconds, 1)} for c in candidates},
         "k": config.k,
+        "features": list(fx.FEATURES),
         "training_seconds": round(time.monotonic() - started, 1),
     }
     artifact = ModelArtifact(name=f"{config.data.profile}-{best.name}", estimator=best.estimator,
                              features=list(fx.FEATURES), threshold=best.threshold, baseline=baseline,
                              terminal_table=table, meta=meta)
     return artifact, predictions, candidates
+
+
+def pooled_test_rows(frame: pd.DataFrame, config: TrainConfig, last_day: int) -> pd.DataFrame:
+    """The test rows of every test fold, in ``run_folds`` order, with their fold number."""
+    parts = []
+    for i, split in enumerate(config.test_splits(last_day)):
+        _, test = evaluation.train_delay_test_split(frame, split)
+        columns = [c for c in ("txn_id", "card_id", "day", "is_fraud", "scenario") if c in test]
+        parts.append(test[columns].assign(fold=i))
+    return pd.concat(parts).reset_index(drop=True)

@@ -3,6 +3,8 @@
 Each test is parametrized over ``registry.all()``: registering a detector puts it through all of them.
 One streaming run per detector (a long stream: ten micro-batches ten days of event time apart, each with
 every fraud pattern and look-alike on fresh cards, then a watermark tick) is shared by the checks below.
+Detectors that need a trained model (``ml_score``) get a tiny one trained for this module
+(``model_registry`` in ``tests/integration/conftest.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from common.contracts import alert_id, parse_event_time
 from detectors import harness, registry, samples
 from detectors.base import ALERT_SCHEMA, TRIGGER_COLUMNS
+
+pytestmark = pytest.mark.usefixtures("model_registry")
 
 DETECTORS = registry.all()
 BATCHES = 10

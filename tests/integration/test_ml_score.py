@@ -2,8 +2,11 @@
 labelled simulated stream through the harness (static and streaming).
 
 Data: the simulator's handbook profile in a small world (400 customers, 800 terminals, 40 days), a
-small fast model trained in the test. Measured on seed 11 (the assertions keep a margin below): on the four
-scored days (3,127 transactions, 294 frauds) 306 alerts: precision 0.650, recall 0.677 at the validation threshold.
+small fast model trained in the test on the 24 features. Measured on seed 11 (the assertions keep a margin
+below): on the four scored days (3,127 transactions, 294 frauds) 308 alerts: precision 0.649, recall 0.680 at
+the validation threshold (0.650 / 0.677 with the Handbook's 15 features and whole-day terminal windows). In
+this small world the two terminals compromised a day are a larger share of the traffic than in the
+Handbook's, and their first week is invisible to any feature; the full-size figures are in the report.
 """
 
 from __future__ import annotations
@@ -84,6 +87,10 @@ def test_features_are_the_same_on_the_batch_static_and_streaming_paths(spark, wo
 
     assert len(batch) == len(static) == len(streamed) == len(subset)
     assert (batch[fx.TERMINAL_FEATURES] > 0).any(axis=None), "the subset must exercise the terminal table"
+    whole_days_only = table.assign(recent_ms=[np.zeros(0, dtype=np.int64)] * len(table),
+                                   recent_fraud=[np.zeros(0)] * len(table))
+    assert (fx.build_features(subset, whole_days_only).sort_values("txn_id")["terminal_nb_tx_1d"].to_numpy()
+            < batch["terminal_nb_tx_1d"].to_numpy()).any(), "... and day D-7's transactions up to t - 7 days"
     for other in (static, streamed):
         assert other["txn_id"].tolist() == batch["txn_id"].tolist()
         assert other["day"].tolist() == batch["day"].tolist()

@@ -12,7 +12,7 @@ from detectors import registry
 
 
 def test_registry_lists_the_built_ins_in_order():
-    assert registry.names() == ["double_swipe", "velocity", "amount_anomaly", "impossible_travel"]
+    assert registry.names() == ["double_swipe", "velocity", "amount_anomaly", "impossible_travel", "ml_score"]
     assert [d.name for d in registry.all()] == registry.names()
     assert all(registry.get(name).name == name for name in registry.names())
 
@@ -73,3 +73,18 @@ def test_run_delegates_to_the_runner(monkeypatch):
     monkeypatch.setattr(detectors, "runner", fake, raising=False)
     assert cli.main(["run", "velocity", "--max-offsets", "1000"]) == 0
     assert calls == [(["velocity"], ["--max-offsets", "1000"])]
+
+
+def test_run_without_a_trained_model_says_to_run_make_train(monkeypatch, tmp_path, capsys):
+    from common.settings import get_settings
+
+    monkeypatch.setenv("FRAUD_MODEL_REGISTRY", str(tmp_path / "empty-registry"))
+    get_settings.cache_clear()
+    try:
+        assert cli.main(["run"]) == 2                      # every detector: ml_score has no model
+        assert "ml_score: no model to score with" in capsys.readouterr().err
+        assert registry.problems([registry.get("velocity")]) == []
+        assert cli.main(["run", "ml_score"]) == 2
+        assert "run `make train`" in capsys.readouterr().err
+    finally:
+        get_settings.cache_clear()

@@ -25,6 +25,20 @@ def test_card_precision_counts_cards_not_transactions_and_averages_days():
     assert evaluation.card_precision_at_k([1], ["a"], [0.5], [1], k=100) == 0.01
 
 
+def test_card_precision_leaves_out_cards_found_on_earlier_days():
+    #         day, card, score, fraud
+    rows = [(1, "a", 0.9, 1), (1, "b", 0.1, 0),
+            (2, "a", 0.9, 1), (2, "b", 0.8, 1), (2, "c", 0.7, 0)]   # a was found on day 1: blocked since
+    day, card, score, fraud = map(np.array, zip(*rows))
+    assert evaluation.card_precision_at_k_per_day(day, card, score, fraud, k=2).to_dict() == {1: 0.5, 2: 0.5}
+    kept = evaluation.card_precision_at_k_per_day(day, card, score, fraud, k=2, remove_detected=False)
+    assert kept.to_dict() == {1: 0.5, 2: 1.0}                       # a would count a second time
+    rows = [(1, "a", 0.9, 1), (2, "a", 0.9, 0), (2, "b", 0.5, 0)]   # a legit on day 2: still left out
+    day, card, score, fraud = map(np.array, zip(*rows))
+    assert evaluation.card_precision_at_k_per_day(day, card, score, fraud, k=1).to_dict() == {1: 1.0, 2: 0.0}
+    assert evaluation.card_precision_at_k_per_day(day, card, score, fraud, k=2).to_dict() == {1: 0.5, 2: 0.0}
+
+
 def test_split_is_train_delay_test_and_drops_cards_known_to_be_defrauded():
     split = Split(train_start_day=10, train_days=2, delay_days=2, test_days=2)
     rows = [

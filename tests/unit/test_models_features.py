@@ -17,10 +17,12 @@ def _txns(rows):
     return pd.DataFrame(rows, columns=["txn_id", "customer_id", "terminal_id", "amount", "event_time"])
 
 
-def test_feature_list_is_the_handbooks_fifteen():
-    assert len(fx.FEATURES) == 15 and len(set(fx.FEATURES)) == 15
+def test_feature_list_is_the_handbooks_fifteen_plus_nine_on_the_customers_amounts():
+    assert len(fx.HANDBOOK_FEATURES) == 15 and set(fx.HANDBOOK_FEATURES) <= set(fx.FEATURES)
+    assert len(fx.FEATURES) == 24 and len(set(fx.FEATURES)) == 24
     assert fx.FEATURES[:3] == ["amount", "is_weekend", "is_night"]
     assert "customer_avg_amount_30d" in fx.FEATURES and "terminal_risk_7d" in fx.FEATURES
+    assert {"customer_std_amount_7d", "amount_to_avg_30d", "amount_zscore_1d"} <= set(fx.FEATURES)
 
 
 def test_weekend_night_and_day():
@@ -55,6 +57,20 @@ def test_customer_windows_count_and_mean_including_the_transaction_itself():
     assert out["customer_avg_amount_30d"].tolist() == [10.0, 15.0, 99.99, 20.0, 25.0]
 
 
+def test_amount_spread_ratio_and_zscore_over_the_customers_windows():
+    txns = _txns([
+        ("a1", "A", "T", 10.00, T0),
+        ("a2", "A", "T", 30.00, T0 + pd.Timedelta(hours=1)),
+        ("a3", "A", "T", 100.00, T0 + pd.Timedelta(hours=2)),     # mean 46.67, std 38.87 over the day
+        ("b1", "B", "T", 0.00, T0),                                 # a free transaction: floors apply
+    ])
+    out = fx.customer_features(txns["customer_id"], fx.to_ms(txns["event_time"]), txns["amount"], txns["txn_id"])
+    assert out["customer_std_amount_1d"].tolist() == pytest.approx([0.0, 10.0, np.std([10, 30, 100]), 0.0])
+    assert out["amount_to_avg_1d"].tolist() == pytest.approx([1.0, 1.5, 100 / (140 / 3), 0.0])
+    assert out["amount_zscore_1d"].tolist() == pytest.approx(
+        [0.0, 10 / 10, (100 - 140 / 3) / np.std([10, 30, 100]), 0.0])   # std floored at 1.00
+
+
 def test_customer_windows_agree_with_pandas_rolling():
     rng = np.random.default_rng(3)
     n = 400
@@ -64,10 +80,11 @@ def test_customer_windows_agree_with_pandas_rolling():
     ordered = txns.assign(i=range(n)).sort_values(["customer_id", "event_time", "txn_id"])
     for w in fx.CUSTOMER_WINDOWS_DAYS:
         rolled = ordered.groupby("customer_id").rolling(f"{w}D", on="event_time")["amount"]
-        count, mean = rolled.count().to_numpy(), rolled.mean().to_numpy()
+        count, mean, std = rolled.count().to_numpy(), rolled.mean().to_numpy(), rolled.std(ddof=0).to_numpy()
         idx = ordered["i"].to_numpy()
         assert np.array_equal(out[f"customer_nb_tx_{w}d"].to_numpy()[idx], count)
         assert np.allclose(out[f"customer_avg_amount_{w}d"].to_numpy()[idx], mean, rtol=1e-12)
+        assert np.allclose(out[f"customer_std_amount_{w}d"].to_numpy()[idx], std, rtol=1e-9, atol=1e-9)
 
 
 def test_streaming_step_with_history_equals_batch():
@@ -80,31 +97,49 @@ def test_streaming_step_with_history_equals_batch():
     pd.testing.assert_frame_equal(step, batch.iloc[45:].reset_index(drop=True))
 
 
-def test_terminal_table_is_delayed_by_seven_days_and_risk_is_the_fraud_share():
+def _terminal(table: pd.DataFrame, terminal: str, at: pd.Timestamp) -> pd.Series:
+    """The terminal features of one transaction at ``terminal`` and time ``at`` (the batch path's join)."""
+    t_ms = fx.to_ms(pd.Series([at]))
+    key = pd.DataFrame({"terminal_id": [terminal], "day": fx.day_of(t_ms)})
+    rows = key.merge(table, how="left", on=["terminal_id", "day"])
+    return fx.terminal_features(rows, t_ms).iloc[0]
+
+
+def test_terminal_windows_end_exactly_seven_days_before_the_transaction():
     day0 = pd.Timestamp("2026-01-01")
     rows = [("T", day0 + pd.Timedelta(hours=12), 1), ("T", day0 + pd.Timedelta(hours=13), 0),
             ("T", day0 + DAY + pd.Timedelta(hours=1), 0), ("U", day0 + 5 * DAY, 1)]
     term = pd.Series([r[0] for r in rows])
     t_ms = fx.to_ms(pd.Series([r[1] for r in rows]))
     d = int(fx.day_of(t_ms)[0])
-    table = fx.terminal_feature_table(term, t_ms, np.array([r[2] for r in rows]), d, d + 40).set_index(["terminal_id", "day"])
-    # day d+8 is the first to see day d (whole days D-7-w .. D-8)
-    assert ("T", d + 7) not in table.index
-    first = table.loc[("T", d + 8)]
-    assert first["terminal_nb_tx_1d"] == 2 and first["terminal_risk_1d"] == 0.5
-    second = table.loc[("T", d + 9)]
-    assert second["terminal_nb_tx_1d"] == 1 and second["terminal_risk_1d"] == 0.0
-    assert second["terminal_nb_tx_7d"] == 3 and second["terminal_risk_7d"] == pytest.approx(1 / 3)
-    # the 30-day window ends with day d+37 (covers d .. d+29 at D = d+37 ... last day seeing day d+1 is d+38)
-    assert table.loc[("T", d + 38), "terminal_nb_tx_30d"] == 1
-    assert ("T", d + 39) not in table.index
-    assert table.loc[("U", d + 13), "terminal_risk_30d"] == 1.0
+    table = fx.terminal_feature_table(term, t_ms, np.array([r[2] for r in rows]), d, d + 40)
+    keys = set(zip(table["terminal_id"], table["day"]))
+    assert ("T", d + 6) not in keys and ("T", d + 7) in keys      # day d's labels are 7 days old on d+7
+    # on day d+7 a transaction sees day d's transactions up to 7 days before it, no more
+    assert _terminal(table, "T", day0 + 7 * DAY + pd.Timedelta(hours=11))["terminal_nb_tx_1d"] == 0
+    at_1230 = _terminal(table, "T", day0 + 7 * DAY + pd.Timedelta(hours=12, minutes=30))
+    assert at_1230["terminal_nb_tx_1d"] == 1 and at_1230["terminal_risk_1d"] == 1.0
+    at_13 = _terminal(table, "T", day0 + 7 * DAY + pd.Timedelta(hours=13))     # t - 7 d itself is included
+    assert at_13["terminal_nb_tx_1d"] == 2 and at_13["terminal_risk_1d"] == 0.5
+    # on day d+8: all of day d (whole), and day d+1 up to t - 7 d
+    early = _terminal(table, "T", day0 + 8 * DAY)
+    assert early["terminal_nb_tx_1d"] == 2 and early["terminal_risk_1d"] == 0.5
+    later = _terminal(table, "T", day0 + 8 * DAY + pd.Timedelta(hours=2))
+    assert later["terminal_nb_tx_7d"] == 3 and later["terminal_risk_7d"] == pytest.approx(1 / 3)
+    # the 1-day window starts on day D-8: on day d+9 day d has left it, not the 7-day one
+    next_day = _terminal(table, "T", day0 + 9 * DAY)
+    assert next_day["terminal_nb_tx_1d"] == 1 and next_day["terminal_risk_1d"] == 0.0
+    assert next_day["terminal_nb_tx_7d"] == 3
+    # the 30-day window covers whole days D-37 .. D-8: day d+1 is in it until day d+38
+    assert _terminal(table, "T", day0 + 38 * DAY)["terminal_nb_tx_30d"] == 1
+    assert ("T", d + 39) not in keys and _terminal(table, "T", day0 + 39 * DAY)["terminal_nb_tx_30d"] == 0
+    assert _terminal(table, "U", day0 + 13 * DAY)["terminal_risk_30d"] == 1.0
 
 
 def test_build_features_fills_unknown_terminals_with_zero():
     txns = _txns([("a1", "A", "NEW", 12.5, T0)])
     empty = fx.terminal_feature_table(pd.Series([], dtype=str), np.zeros(0, dtype=np.int64), np.zeros(0))
     frame = fx.build_features(txns, empty)
-    assert list(frame.columns[-15:]) == fx.FEATURES
+    assert list(frame.columns[-len(fx.FEATURES):]) == fx.FEATURES
     assert (frame[fx.TERMINAL_FEATURES] == 0).all(axis=None)
     assert frame.loc[0, "amount"] == 12.5 and frame.loc[0, "customer_nb_tx_30d"] == 1
