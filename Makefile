@@ -40,13 +40,15 @@ wipe: ## stop the local stack and delete its data (keeps downloads)
 settings: venv ## list every setting and its environment variable
 	$(PY) -m deploy settings
 
-.PHONY: test test-unit test-integration e2e
+.PHONY: test test-unit test-integration test-slow e2e
 test: fetch ## the whole test suite (starts the local stack itself)
 	$(PYTEST) tests
 test-unit: venv ## unit tests only: no services, seconds
 	$(PYTEST) -m unit tests
 test-integration: fetch ## integration tests against the real broker, Redis and Spark
 	$(PYTEST) -m integration tests
+test-slow: fetch ## minutes-long quality runs left out of make test (detector recall on 60,000 simulated transactions)
+	FRAUD_SLOW_TESTS=1 $(PYTEST) -m slow tests
 e2e: fetch ## end-to-end tests against the local stack (tests/e2e, FRAUD_E2E_TARGET=local)
 	FRAUD_E2E_TARGET=local $(PYTEST) -m e2e tests
 

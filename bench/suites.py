@@ -249,6 +249,8 @@ def run_baseline_throughput(run: BenchRun, kind: str, processes: int, data: dict
         for c in children:
             run.stop_child(c.name)
     stats = [_read(f) for f in stats_files]
+    diagnosis = {"log_tails": [c.tail(15) for c in children], "stats": stats,
+                 "committed": _committed(run.settings, group, data["topic"])} if capped else {}
     firsts = [s["first_wall"] for s in stats if s.get("first_wall")]
     lasts = [s["last_wall"] for s in stats if s.get("last_wall")]
     records = sum(s.get("records", 0) for s in stats)
@@ -258,7 +260,7 @@ def run_baseline_throughput(run: BenchRun, kind: str, processes: int, data: dict
             "span_s": round(span, 3), "tx_per_second": round(rows / span, 1) if span else None, "capped": capped,
             "rss_bytes": sum(s.get("rss_bytes", 0) for s in stats),
             "late_dropped": sum(s.get("late_dropped", 0) for s in stats),
-            "alerts": count_alerts(run.settings, outs["alerts_topic"]), "load_avg": os.getloadavg()}
+            "alerts": count_alerts(run.settings, outs["alerts_topic"]), "load_avg": os.getloadavg(), **diagnosis}
 
 
 def start_baseline(run: BenchRun, kind: str, name: str, topic: str, outs: dict, group: str, stats: Path):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from common.kafka_clients import kafka_python_config
+from common.kafka_clients import explained_connect_errors, kafka_python_config
 from common.settings import Settings
 
 # Settings every producer of this module uses; ``compression_type`` is added when a codec is present.
@@ -47,7 +47,8 @@ def make_tuned_producer(settings: Settings, compression: str | None = "auto", **
     if codec_name and codec_name != "none":
         config["compression_type"] = codec_name
     config.update(overrides)
-    return KafkaProducer(**config)
+    with explained_connect_errors(settings):     # a wrong password or CA: a clear error, not a timeout
+        return KafkaProducer(**config)
 
 
 def partition_for(key: bytes, partitions: int) -> int:

@@ -99,6 +99,13 @@ def redis_errors() -> tuple[type[BaseException], ...]:
             OSError, asyncio.TimeoutError)
 
 
+def permanent_redis_errors() -> tuple[type[BaseException], ...]:
+    """Errors that are subclasses of ``ConnectionError`` in redis-py but are not transient."""
+    import redis.exceptions
+
+    return (redis.exceptions.AuthenticationError, redis.exceptions.AuthorizationError)
+
+
 async def retry_forever(what: str, operation: Callable[[], Awaitable[T]],
                         retry_on: tuple[type[BaseException], ...] | None = None,
                         first_delay: float = 0.1, max_delay: float = 5.0,
@@ -116,6 +123,8 @@ async def retry_forever(what: str, operation: Callable[[], Awaitable[T]],
         try:
             return await operation()
         except retry_on as exc:
+            if isinstance(exc, permanent_redis_errors()):
+                raise                  # a wrong password does not get better by waiting: fail loudly
             attempt += 1
             log.warning("%s failed (attempt %d: %s); retrying in %.1f s", what, attempt, exc, delay)
             await sleep(delay)  # backoff pacing between retries, not a guess at a duration

@@ -1,5 +1,6 @@
 """Shared fixtures. Markers come from the folder: tests/unit -> unit, tests/integration -> integration,
-tests/e2e -> e2e. Service fixtures start the embedded local stack on demand (once per session) and
+tests/e2e -> e2e; tests marked ``slow`` run only with FRAUD_SLOW_TESTS=1
+(``make test-slow``), to keep ``make test`` short. Service fixtures start the embedded local stack on demand (once per session) and
 stop it at the end if they started it; each test gets its own topics and consumer groups."""
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(config, items):
+    run_slow = os.environ.get("FRAUD_SLOW_TESTS") == "1"
     for item in items:
         kind = Path(str(item.fspath)).relative_to(TESTS_DIR).parts[0]
         if kind in {"unit", "integration", "e2e"}:
             item.add_marker(getattr(pytest.mark, kind))
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="a slow quality run: make test-slow (FRAUD_SLOW_TESTS=1)"))
 
 
 @pytest.fixture(scope="session")

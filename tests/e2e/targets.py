@@ -64,7 +64,7 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
 
     traffic = new_traffic()
     run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
-    base = stack.replace(dashboard_port=_free_port())
+    base = _with_a_model(stack.replace(dashboard_port=_free_port()), out, say)
     diamond = LocalDiamond(base, run_id, traffic, say_and_keep, prefix="e2e")
     started = time.monotonic()
     try:
@@ -92,6 +92,26 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
         for state in ("checkpoints", "faust"):        # the logs stay, for a look after a failure
             shutil.rmtree(diamond.settings.run_dir / state, ignore_errors=True)
     return run
+
+
+def _with_a_model(settings: Settings, out: Path, say: Say) -> Settings:
+    """``settings`` pointing at a registry with a model for ``ml_score``: the registered one if there is
+    one, else a tiny model trained here in seconds (a full ``make train`` takes minutes, and the model's
+    quality is measured by ``models evaluate``, not by a 20-second stream)."""
+    from detectors import registry
+
+    if "ml_score" not in registry.names():
+        return settings
+    from models.registry import latest_version
+
+    if latest_version(settings.model_registry) is not None:
+        return settings
+    from tests.models_for_tests import train_tiny_model
+
+    say("no model registered: training a tiny one for this run ...")
+    folder = out / "model-registry"
+    train_tiny_model(folder)
+    return settings.replace(model_registry=folder)
 
 
 def _free_port() -> int:

@@ -24,6 +24,13 @@ MIN_RECALL = {"double_swipe": 0.9, "velocity": 0.9, "amount_anomaly": 0.85, "imp
 DEFAULT_MIN_RECALL = 0.8           # a detector registered later, until it states its own
 MIN_PRECISION = 0.9
 MIN_FRAUD_TRANSACTIONS = 10        # per detector, over its scenarios: below this the stream proves nothing
+# Detectors whose quality this stream cannot measure, and where it is measured instead. Their queries
+# still run here: the drain waits for each, and every other test checks their alerts like the rest.
+QUALITY_MEASURED_ELSEWHERE = {
+    # Its features need a terminal's and a customer's days of history (up to t-7d); 20 s of traffic is
+    # about 2.5 simulated days, and the suite scores with a tiny model trained in seconds.
+    "ml_score": "python -m models evaluate (4 test weeks) and tests/integration/test_ml_score.py",
+}
 
 
 def test_every_detector_finds_its_own_scenarios(diamond_run):
@@ -37,7 +44,7 @@ def test_every_detector_finds_its_own_scenarios(diamond_run):
     report = score(registry.all(), unique, run.labels, recall_excludes=late)
     problems = []
     for detector in registry.all():
-        if not detector.scenarios:
+        if not detector.scenarios or detector.name in QUALITY_MEASURED_ELSEWHERE:
             continue
         quality = report["detectors"][detector.name]
         frauds = sum(report["fraud_transactions"].get(s, 0) for s in detector.scenarios)

@@ -49,7 +49,8 @@ def test_bench_quick_python_baseline_end_to_end(stack):
         doc = json.loads((out_dir / "results.json").read_text())
         variant = doc["benchmarks"]["pipeline"]["1000"]["variants"]["python_1p"]
         truth = doc["benchmarks"]["pipeline"]["1000"]["data"]["truth"]
-        assert variant["rows"] == 3000 and not variant["capped"] and variant["tx_per_second"] > 0
+        assert variant["rows"] == 3000 and not variant["capped"] and variant["tx_per_second"] > 0, \
+            json.dumps(variant, indent=1, default=str) + result.stdout[-2000:]
         assert variant["alerts"]["double_swipe"] >= truth["double_swipes"] > 0
         assert doc["machine"]["cpus"] and doc["load_samples"] and doc["leftover_processes"] == []
         assert "python_1p" in (out_dir / "results.md").read_text()

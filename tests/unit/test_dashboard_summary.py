@@ -59,3 +59,17 @@ def test_other_errors_are_not_retried():
 
     with pytest.raises(KeyError):
         asyncio.run(retry_forever("test", broken))
+
+
+def test_a_wrong_redis_password_is_not_retried():
+    import redis.exceptions
+
+    calls = []
+
+    async def refused():
+        calls.append(1)
+        raise redis.exceptions.AuthenticationError("invalid username-password pair")
+
+    with pytest.raises(redis.exceptions.AuthenticationError):
+        asyncio.run(retry_forever("test", refused))
+    assert len(calls) == 1
