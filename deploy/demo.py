@@ -22,6 +22,11 @@ from deploy.diamond import LocalDiamond, Traffic, dashboard_url
 from deploy.drain import Drain, writer_ids
 from deploy.monitor import PipelineMonitor
 
+# Every fraud scenario on. Our default simulator profile leaves one of the Handbook's scenarios off
+# (every amount above 220.00 is fraud); the ML model is trained on Handbook-compatible data where it
+# is on, and without it the model's alerts on large amounts would all be false positives.
+DEMO_SCENARIOS = ("amount_over_220=1",)
+
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m deploy.demo", description=__doc__,
@@ -45,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     say = _printer()
-    traffic = Traffic(seed=args.seed, duration=args.duration, rate=args.rate)
+    traffic = Traffic(seed=args.seed, duration=args.duration, rate=args.rate, scenarios=DEMO_SCENARIOS)
     exit_code = 0
     diamond = LocalDiamond(get_settings(), run_id, traffic, say, keep_topics=args.keep_topics)
     try:

@@ -74,10 +74,17 @@ def _markdown(report: dict) -> str:
               f"| time from first transaction to first alert | {report['seconds_to_first_alert']} s |",
               f"| duplicate alert ids (read_committed) | {report['duplicate_alert_ids']} |",
               f"| dead-lettered records | {report['dead_letters']} |",
-              f"| late transactions (simulated) | {report['late_transactions']} |",
-              f"| rows dropped by watermark, per query | {report['rows_dropped_by_watermark']} |",
+              f"| late transactions (simulated, minutes behind their neighbours) | {report['late_transactions']} "
+              f"({_share(report['late_transactions'], report['transactions'])}) |",
+              *[f"| rows dropped by the watermark of {name} | {dropped} "
+                f"({_share(dropped, report['transactions'])}) |"
+                for name, dropped in report["rows_dropped_by_watermark"].items()],
               "", "![latency](latency.png)", "", "![alerts per detector](alerts.png)", ""]
     return "\n".join(lines)
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.2f} %" if whole else "-"
 
 
 def _plots(out: Path, latencies: list[float], alerts: list[dict]) -> None:

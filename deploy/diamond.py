@@ -42,6 +42,8 @@ class Traffic:
     scenarios: tuple[str, ...] = ()         # NAME=RATE overrides of the scenario rates
     id_prefix: str = ""                     # prefixes every id: keeps runs on one stack apart
     start: datetime | None = None           # first simulated moment; None: the simulator's fixed day
+    late_fraction: float | None = None      # None: the simulator's default (0.5 % arrive minutes late)
+    jitter_seconds: float | None = None     # None: the simulator's default (up to 3 s out of order)
 
     def world_args(self) -> list[str]:
         args = ["--seed", str(self.seed)]
@@ -62,6 +64,10 @@ class Traffic:
                 "--rate", str(self.rate), "--labels-out", str(labels_path), "--no-labels-topic", "--no-progress"]
         for scenario in self.scenarios:
             args += ["--scenario", scenario]
+        if self.late_fraction is not None:
+            args += ["--late-fraction", str(self.late_fraction)]
+        if self.jitter_seconds is not None:
+            args += ["--jitter-seconds", str(self.jitter_seconds)]
         return args
 
 

@@ -78,15 +78,44 @@ def _event_time(value: bytes | None) -> datetime | None:
         return None          # a bad record: it has no usable event time
 
 
+class MarkerCounter:
+    """The markers each writer has committed (read with ``read_committed``) since this was created."""
+
+    def __init__(self, settings: Settings, writers: Iterable[str]):
+        from kafka import TopicPartition
+
+        self.counts = {w: 0 for w in writers}
+        self._consumer = make_consumer(settings, group_id=None)
+        topic = settings.topic_alert_markers
+        tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
+        self._consumer.assign(tps)
+        for tp, offset in self._consumer.end_offsets(tps).items():   # the last stable offsets: from now on
+            self._consumer.seek(tp, offset)
+
+    def poll(self, timeout_ms: int = 200) -> dict[str, int]:
+        for records in self._consumer.poll(timeout_ms=timeout_ms).values():
+            for record in records:
+                writer = record.key.decode() if record.key else None
+                if writer in self.counts:
+                    self.counts[writer] += 1
+        return self.counts
+
+    def below(self, n: int) -> dict[str, int]:
+        """Writers with fewer than ``n`` markers, with their counts."""
+        return {w: c for w, c in self.counts.items() if c < n}
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
 class Drain:
     """``done()`` is polled once the producer has finished; ``close()`` when finished with it."""
 
     def __init__(self, settings: Settings, writers: Iterable[str]):
         self.settings = settings
         self.writers = list(writers)
-        self.batches = {w: 0 for w in self.writers}
         self._producer = None
-        self._markers = None
+        self._markers: MarkerCounter | None = None
         self._tick_at: datetime | None = None
         self._ticks = 0
         self._last_tick = 0.0
@@ -97,16 +126,14 @@ class Drain:
         elif time.monotonic() - self._last_tick > NUDGE_SECONDS and not self._all_done():
             self._tick_at += timedelta(milliseconds=1)
             self._send_tick()
-        for records in self._markers.poll(timeout_ms=200).values():
-            for record in records:
-                writer = record.key.decode() if record.key else None
-                if writer in self.batches:
-                    self.batches[writer] += 1
+        self._markers.poll()
         return self._all_done()
 
     def waiting_for(self) -> dict[str, int]:
         """Writers not done yet, with the number of markers they committed since the tick."""
-        return {w: n for w, n in self.batches.items() if n < BATCHES_AFTER_TICK}
+        if self._markers is None:
+            return {w: 0 for w in self.writers}
+        return self._markers.below(BATCHES_AFTER_TICK)
 
     def close(self) -> None:
         for client in (self._producer, self._markers):
@@ -117,20 +144,12 @@ class Drain:
         return not self.waiting_for()
 
     def _first_tick(self) -> None:
-        from kafka import TopicPartition
-
         latest = latest_event_time(self.settings) or datetime.now(timezone.utc)
         # Never further ahead than the contract accepts (it would be dead-lettered, not a tick).
         self._tick_at = min(latest + TICK_AFTER, datetime.now(timezone.utc) + MAX_FUTURE_SKEW - timedelta(hours=1))
         self._producer = make_producer(self.settings)
         self._send_tick()
-        # Markers committed from now on: start at the last stable offset of the marker topic.
-        self._markers = make_consumer(self.settings, group_id=None)
-        topic = self.settings.topic_alert_markers
-        tps = [TopicPartition(topic, p) for p in sorted(self._markers.partitions_for_topic(topic))]
-        self._markers.assign(tps)
-        for tp, offset in self._markers.end_offsets(tps).items():
-            self._markers.seek(tp, offset)
+        self._markers = MarkerCounter(self.settings, self.writers)
 
     def _send_tick(self) -> None:
         from detectors.harness import watermark_tick

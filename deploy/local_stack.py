@@ -375,8 +375,9 @@ class RedisServer(Service):
         binary = ensure_redis_server()
         data = self.settings.run_dir / "redis"
         data.mkdir(parents=True, exist_ok=True)
-        cmd = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-               "--dir", str(data), "--daemonize", "no", "--protected-mode", "yes"]
+        # The append-only file keeps profiles, dedup keys and cases across a restart (as compose does).
+        cmd = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "yes",
+               "--appendfsync", "everysec", "--dir", str(data), "--daemonize", "no", "--protected-mode", "yes"]
         if self.password:  # from an owner-only file, so it never shows in the process list
             quoted = self.password.replace("\\", "\\\\").replace('"', '\\"')
             conf = write_private(data / "auth.conf", f'requirepass "{quoted}"\n')

@@ -20,8 +20,10 @@ horizon followed by a per-transaction percentile aggregation: its state would be
 the horizon (days) instead of one small array per card, and Spark cannot finalise an aggregation keyed
 by txn_id after a join without an extra time window. So per-key state it is, kept lean: one row per card
 holding a fixed-size array of at most ``history_size`` amounts and the last event time, evicted by an
-event-time timeout ``history_ttl_hours`` after the card's last transaction. Rows behind the watermark are
-filtered (and counted) by the operator because the timeout is event-time based. Cost (spark-notes.md):
+event-time timeout ``history_ttl_hours`` after the card's last transaction. Rows behind the previous
+batch's watermark are filtered (and counted) by the operator because the timeout is event-time based; a
+row that slips between that and the current watermark never sets a timeout behind it
+(``detectors/state_timeouts.py``). Cost (spark-notes.md):
 about 0.5-0.85 ms per distinct card per micro-batch, the price of this design at high card counts.
 
 On a static DataFrame (tests, backtests) the same per-card function runs through ``applyInPandas`` with
@@ -43,6 +45,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import _compat
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
+from detectors.state_timeouts import timeout_after
 
 _compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see detectors/_compat.py
 
@@ -181,7 +184,7 @@ def _streaming_function(params: AmountAnomalyParams):
         out, new_history, newest_ms = _score_frame(history, pdf, params, last_ms if state.exists else None)
         last_ms = max(last_ms, newest_ms)
         state.update((new_history.astype("<f8").tobytes(), last_ms))
-        state.setTimeoutTimestamp(last_ms + ttl_ms)
+        state.setTimeoutTimestamp(timeout_after(state, last_ms + ttl_ms))
         if out is not None:
             yield out
 

@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.errors import StreamingQueryException
 
 from common.kafka_clients import spark_kafka_options
 from common.settings import Settings, get_settings
@@ -193,10 +194,11 @@ class ProgressListener:
     """Logs a compact line per micro-batch and keeps the latest progress of each query in a JSON file
     under ``<run_dir>/progress/`` (read by the demo's live view and the dashboard)."""
 
-    def __init__(self, progress_dir: Path):
+    def __init__(self, progress_dir: Path, publish: Callable[[str, dict], None] | None = None):
         from pyspark.sql.streaming import StreamingQueryListener
 
         self.progress_dir = progress_dir
+        self.publish = publish
         progress_dir.mkdir(parents=True, exist_ok=True)
         outer = self
 
@@ -233,37 +235,105 @@ class ProgressListener:
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(summary))
         tmp.replace(path)
+        if self.publish is not None:
+            self.publish(name, summary)
+
+
+class RedisProgress:
+    """Publishes each query's progress totals to Redis (``RedisKeys.queries``), where the dashboard
+    shows them: rows read, rows dropped by the watermark (late events), invalid records. Observability
+    only: an unreachable Redis is logged once per outage and never fails the job."""
+
+    def __init__(self, settings: Settings):
+        from common.redis_clients import redis_client
+        from sinks.redis_keys import RedisKeys
+
+        self.client = redis_client(settings, socket_timeout=2, socket_connect_timeout=2)
+        self.key = RedisKeys(settings.sinks_namespace).queries
+        self.failing = False
+
+    def __call__(self, name: str, summary: dict) -> None:
+        value = {**summary["totals"], "watermark": summary["watermark"], "batch_id": summary["batch_id"],
+                 "state_rows": summary["state_rows"]}
+        try:
+            self.client.hset(self.key, name, json.dumps(value))
+            self.failing = False
+        except Exception as error:  # noqa: BLE001 - progress must never stop detection
+            if not self.failing:
+                log.warning("cannot publish progress to Redis: %s", error)
+            self.failing = True
 
 
 # ---------------------------------------------------------------------------------------------
 # Supervision and the command line
 # ---------------------------------------------------------------------------------------------
 
+@dataclass
+class RestartPolicy:
+    """When a failed query is started again from its checkpoint: after a back-off that doubles with
+    each failure in a row (1, 2, 4 ... 30 s), so a broker that is restarting has time to come back,
+    and at most ``max_failures`` times within ``window_s``: a query that keeps failing stays stopped
+    (and the job says so) instead of spinning."""
+
+    max_failures: int = 6
+    window_s: float = 600.0
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    failures: dict[str, list[float]] = field(default_factory=dict)
+
+    def next_attempt(self, name: str, now: float) -> float | None:
+        """Record a failure of ``name`` at ``now``; the moment to restart it, or None: give up."""
+        recent = [t for t in self.failures.get(name, []) if now - t < self.window_s] + [now]
+        self.failures[name] = recent
+        if len(recent) > self.max_failures:
+            return None
+        return now + min(self.max_backoff_s, self.first_backoff_s * 2 ** (len(recent) - 1))
+
+
 def supervise(spark: SparkSession, queries: list, restart: Callable[[str], object] | None,
-              until: Callable[[], bool] = lambda: False, max_restarts: int = 3, poll_seconds: float = 1.0) -> int:
+              until: Callable[[], bool] = lambda: False, policy: RestartPolicy | None = None,
+              poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> int:
     """Watch the queries until ``until()`` or all stopped. A query that fails is logged and, with
-    ``restart``, started again from its checkpoint (at most ``max_restarts`` times); the others keep
-    running either way. Returns the number of queries that ended with an error."""
-    restarts: dict[str, int] = {}
+    ``restart``, started again from its checkpoint when ``policy`` allows; the others keep running
+    either way. Returns the number of queries that ended with an error."""
+    policy = policy or RestartPolicy()
     failed = 0
     active = {q.name: q for q in queries}
-    while active and not until():
+    pending: dict[str, float] = {}                  # name -> when to restart it
+
+    def failure(name: str, error: str) -> None:
+        nonlocal failed
+        due = policy.next_attempt(name, clock()) if restart is not None else None
+        if due is None:
+            log.error("query %s failed: %s; not restarted", name, error)
+            failed += 1
+        else:
+            log.error("query %s failed: %s; restarting it from its checkpoint in %.0f s", name, error, due - clock())
+            pending[name] = due
+
+    while (active or pending) and not until():
         for name, query in list(active.items()):
             if query.isActive:
                 continue
-            error = query.exception()
             del active[name]
-            if error is None:
-                continue
-            log.error("query %s failed: %s", name, str(error).splitlines()[0])
-            if restart is not None and restarts.get(name, 0) < max_restarts:
-                restarts[name] = restarts.get(name, 0) + 1
-                log.warning("restarting %s from its checkpoint (%d/%d)", name, restarts[name], max_restarts)
-                active[name] = restart(name)
-            else:
-                failed += 1
-        spark.streams.awaitAnyTermination(timeout=poll_seconds)
-        spark.streams.resetTerminated()
+            error = query.exception()
+            if error is not None:
+                failure(name, str(error).splitlines()[0])
+        for name, due in list(pending.items()):
+            if clock() >= due:
+                del pending[name]
+                try:
+                    active[name] = restart(name)
+                except Exception as error:  # e.g. the broker is still away: try again later
+                    failure(name, f"restart failed: {error}")
+        if active:
+            try:
+                spark.streams.awaitAnyTermination(timeout=poll_seconds)
+            except StreamingQueryException:
+                pass                                # it rethrows a failed query's error: handled above
+            spark.streams.resetTerminated()
+        else:
+            time.sleep(poll_seconds)                # only restarts are due: nothing to wait on
     return failed
 
 
@@ -290,12 +360,14 @@ def main(names: Sequence[str] = (), argv: Sequence[str] = ()) -> int:
                          max_offsets_per_trigger=args.max_offsets_per_trigger, trigger_seconds=args.trigger_seconds,
                          checkpoint_root=args.checkpoint_root, shared=args.shared, with_dlq=not args.no_dlq)
     spark = get_spark("fraud-detectors", settings)
-    listener = ProgressListener(settings.run_dir / "progress")
+    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings))
     spark.streams.addListener(listener.listener)
 
     by_query = {query_name(d): d for d in detectors}
 
     def restart(name: str):
+        if options.shared:
+            return start_shared_query(spark, detectors, settings, options)
         if name == DLQ_QUERY:
             return start_dlq_query(spark, settings, options)
         return start_detector_query(spark, by_query[name], settings, options)
@@ -306,7 +378,7 @@ def main(names: Sequence[str] = (), argv: Sequence[str] = ()) -> int:
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     try:
-        failed = supervise(spark, queries, None if options.shared else restart,
+        failed = supervise(spark, queries, restart,
                            until=lambda: stopping["now"] or (stop_at is not None and time.monotonic() > stop_at))
     except KeyboardInterrupt:
         failed = 0

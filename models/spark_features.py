@@ -30,6 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from detectors import _compat
+from detectors.state_timeouts import timeout_after
 from models import features as fx
 
 # PySpark 4.0.0 worker bug in applyInPandasWithState (see detectors/_compat.py): installed at import so
@@ -81,7 +82,7 @@ def _streaming_function(key: tuple, frames: Iterator[pd.DataFrame], state) -> It
     order = np.argsort(all_t[keep], kind="stable")
     state.update((all_t[keep][order].astype("<i8").tobytes(), all_a[keep][order].astype("<f8").tobytes(),
                   last_ms))
-    state.setTimeoutTimestamp(last_ms + fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS)
+    state.setTimeoutTimestamp(timeout_after(state, last_ms + fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS))
     yield out
 
 

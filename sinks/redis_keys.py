@@ -14,6 +14,7 @@ deployments or test runs can share one Redis without seeing each other's cases.
 | {ns}:alerts:data                      | hash       | cases      | alert_id -> enriched alert JSON (same 1000)    |
 | {ns}:alerts:minute:{YYYYmmddHHMM}:{detector} | set+TTL | cases | alert_ids detected in that minute (UTC)       |
 | {ns}:alerts:minutes                   | zset       | cases      | "{minute}:{detector}" -> minute (ms)           |
+| {ns}:queries                          | hash       | detector job | query name -> its progress totals (JSON)     |
 
 Every write is idempotent (SET, ZADD, SADD, HSET of the same member), so a redelivered alert
 re-does them without counting anything twice.
@@ -60,3 +61,7 @@ class RedisKeys:
     @property
     def minutes(self) -> str:
         return f"{self.ns}:alerts:minutes"
+
+    @property
+    def queries(self) -> str:
+        return f"{self.ns}:queries"

@@ -1,7 +1,7 @@
 """The live dashboard: one HTML page and ``/api/summary``, served by aiohttp.
 
 Where the data comes from: Redis only, as written by the case manager (``sinks/cases.py``; keys in
-``sinks/redis_keys.py``). The case manager sees every enriched alert once in effect (its writes are
+``sinks/redis_keys.py``) and, for the late-events table, by the detector job's progress listener. The case manager sees every enriched alert once in effect (its writes are
 idempotent on alert_id), so the counts shown are exact even when alerts are redelivered; the
 dashboard itself holds no state, never touches Kafka, and any number of them can run.
 
@@ -28,7 +28,8 @@ async def load_summary(redis, keys: RedisKeys) -> dict:
     pipe.zcard(keys.open_cases)
     pipe.zrevrange(keys.latest_alerts, 0, KEEP_LATEST_ALERTS - 1)
     pipe.zrevrange(keys.minutes, 0, 499)
-    case_ids, open_count, alert_ids, minute_members = await pipe.execute()
+    pipe.hgetall(keys.queries)
+    case_ids, open_count, alert_ids, minute_members, queries = await pipe.execute()
     pipe = redis.pipeline(transaction=False)
     if case_ids:
         pipe.mget([keys.case(c) for c in case_ids])
@@ -45,7 +46,8 @@ async def load_summary(redis, keys: RedisKeys) -> dict:
     cases = [json.loads(c) for c in (replies[0] if case_ids else []) if c]
     alerts = [json.loads(a) for a in (replies[1] if alert_ids else []) if a]
     counts = {pair: int(n) for pair, n in zip(pairs, replies[2:])}
-    return summarize(cases, int(open_count), alerts, counts)
+    return summarize(cases, int(open_count), alerts, counts,
+                     {name: json.loads(value) for name, value in queries.items()})
 
 
 def make_web_app(redis, keys: RedisKeys) -> web.Application:

@@ -54,6 +54,11 @@ PAGE = r"""<!doctype html>
     <h2>Alerts per detector per minute</h2>
     <table id="per-minute"><thead></thead><tbody></tbody></table>
   </section>
+  <section>
+    <h2>Late events dropped by each query's watermark</h2>
+    <table id="queries"><thead><tr><th>query</th><th>rows read</th><th>dropped (late)</th><th>share</th>
+      <th>invalid</th><th>watermark</th></tr></thead><tbody></tbody></table>
+  </section>
 </main>
 <script>
 "use strict";
@@ -99,6 +104,12 @@ function render(data) {
     el("tr", {"data-detector": d}, [td(d), ...counts.map(n => el("td", {title: n + " alerts"}, [
       el("span", {class: "bar", style: "width:" + Math.round(40 * n / max) + "px"}),
       document.createTextNode(" " + n)]))])));
+
+  fill(document.querySelector("#queries tbody"), (data.queries || []).map(q => el("tr", {"data-query": q.query}, [
+    td(q.query), td(q.input_rows), td(q.rows_dropped_by_watermark),
+    td(q.dropped_share == null ? "-" : (100 * q.dropped_share).toFixed(2) + " %"),
+    td(q.invalid_records), td(hhmmss(q.watermark)),
+  ])));
 }
 
 async function poll() {

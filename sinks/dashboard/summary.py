@@ -34,10 +34,20 @@ def case_row(case: Mapping[str, Any]) -> dict:
     }
 
 
+def query_row(name: str, totals: Mapping[str, Any]) -> dict:
+    read = int(totals.get("input_rows") or 0)
+    dropped = int(totals.get("rows_dropped_by_watermark") or 0)
+    return {"query": name, "input_rows": read, "rows_dropped_by_watermark": dropped,
+            "dropped_share": dropped / read if read else None,
+            "invalid_records": int(totals.get("invalid_records") or 0), "watermark": totals.get("watermark")}
+
+
 def summarize(open_cases: Iterable[Mapping[str, Any]], open_count: int,
               latest_alerts: Iterable[Mapping[str, Any]],
-              minute_counts: Mapping[tuple[str, str], int]) -> dict:
-    """``minute_counts`` maps (minute "YYYYmmddHHMM", detector) to the number of distinct alerts."""
+              minute_counts: Mapping[tuple[str, str], int],
+              queries: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
+    """``minute_counts`` maps (minute "YYYYmmddHHMM", detector) to the number of distinct alerts;
+    ``queries`` each detector query's progress totals since the detector job started."""
     cases = sorted(open_cases, key=lambda c: (c["updated_at"], c["case_id"]), reverse=True)
     by_severity: dict[str, int] = {}
     for case in cases:
@@ -58,4 +68,5 @@ def summarize(open_cases: Iterable[Mapping[str, Any]], open_count: int,
         "latest_alerts": alerts[:MAX_LATEST],
         "latency_ms": {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
                        "count": len(latencies)},
+        "queries": [query_row(name, totals) for name, totals in sorted((queries or {}).items())],
     }

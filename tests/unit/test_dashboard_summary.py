@@ -34,6 +34,20 @@ def test_summary_of_cases_alerts_and_minutes():
                                         "detectors": {"double_swipe": [3, 0], "velocity": [0, 2]}}
 
 
+def test_summary_shows_each_querys_late_events_dropped_by_its_watermark():
+    queries = {"detector-velocity": {"input_rows": 2000, "rows_dropped_by_watermark": 10, "invalid_records": 0,
+                                     "watermark": "2026-11-22T10:05:00.000Z"},
+               "dlq": {"input_rows": 0, "rows_dropped_by_watermark": 0, "invalid_records": 0, "watermark": None}}
+    out = summarize([], 0, [], {}, queries)
+    assert out["queries"] == [
+        {"query": "detector-velocity", "input_rows": 2000, "rows_dropped_by_watermark": 10, "dropped_share": 0.005,
+         "invalid_records": 0, "watermark": "2026-11-22T10:05:00.000Z"},
+        {"query": "dlq", "input_rows": 0, "rows_dropped_by_watermark": 0, "dropped_share": None,
+         "invalid_records": 0, "watermark": None},
+    ]
+    assert summarize([], 0, [], {})["queries"] == []      # no detector job has reported yet
+
+
 def test_redis_down_is_retried_with_exponential_backoff_until_it_is_back():
     import redis.exceptions
 

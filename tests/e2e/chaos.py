@@ -1,0 +1,515 @@
+"""The chaos suite's run: a labelled stream through the whole diamond while its parts fail in turn.
+
+The diamond runs on a stack of its own (a broker, Redis, dashboard port and run folder nobody else
+uses), because the broker and Redis are stopped and restarted. While the simulator publishes, the
+faults of a ``ChaosPlan`` happen one after the other, each once the stream has reached its point:
+
+- ``detectors``: the detector job's process group (driver, JVM, Python workers) is SIGKILLed and the
+  job started again; it resumes from its checkpoints.
+- ``broker``: the broker is stopped (SIGTERM), stays away ``broker_down_s``, and starts again on its
+  data; every client has to reconnect (the detector job restarts failed queries with a back-off).
+- ``enricher``, ``cases``: the Faust service is SIGKILLed and started again.
+- ``redis``: Redis is stopped and started again (its append-only file keeps the data).
+- ``garbage``: a producer sends ``garbage`` broken records as fast as it can: every kind of the DLQ
+  property test (``tests/strategies.py``: wrong types, missing fields, bad timestamps, broken JSON,
+  non-UTF-8, wrong keys), oversized values and random bytes. Each must be dead-lettered with the
+  contract's reason (``common.contracts.decode_transaction``), and nothing may crash.
+
+Recovery time = from the restart until the component did its work again: every detector query
+committed a micro-batch (a marker, read_committed), or a probe alert sent after the restart came out
+of the enricher (``alerts.enriched``) and the case manager (``cases``). Probes are transactions far
+behind every watermark (dropped by the detectors, so no alert) and alerts on cards of their own; the
+judgement only looks at the run's own ids (``id_prefix``), so neither is counted.
+
+Afterwards a ``read_committed`` reader counts: the alerts expected (the detectors' static backtest of
+exactly the transactions that were published: the stream has no late events, so the streaming run
+must find the same), present, missing, unexpected and duplicated; enriched alerts and cases against
+the alerts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from common.contracts import ContractError, decode_transaction
+from common.kafka_io import json_bytes, json_values, make_consumer, make_producer, read_topic
+from common.settings import REPO_ROOT, Settings
+from common.waiting import wait_until
+from deploy import local_stack
+from deploy.diamond import LocalDiamond, Traffic
+from deploy.drain import MarkerCounter, writer_ids
+from detectors.harness import watermark_tick
+from sinks.testing import make_alert
+from tests.strategies import kafka_record
+from tests.e2e.stream import _drain, _latest_versions, end_offsets
+
+DOWNSTREAM_TIMEOUT_S = 300.0      # enricher and case manager catching up after the drain
+RECOVERY_TIMEOUT_S = 420.0        # a restarted Spark job on 2 shared cores: JVM start, 6 queries, catch-up
+PROBE_EVERY_S = 3.0
+PROBE_EVENT_TIME = "2001-01-01T00:00:00.000Z"   # behind every watermark, inside the contract
+FAULTS = ("detectors", "broker", "enricher", "cases", "redis", "garbage")
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ChaosPlan:
+    name: str
+    traffic: Traffic
+    faults: tuple[str, ...]       # in this order, spread over the stream
+    broker_down_s: float = 10.0
+    garbage: int = 5_000          # broken records the ``garbage`` step sends
+    seed: int = 20261123
+
+
+def _traffic(duration: float, customers: int) -> Traffic:
+    # No late events and no jitter: the streaming run must then find exactly what the static backtest
+    # finds, so "expected" is exact. Late data has its own checks (the e2e suite, the demo report).
+    return Traffic(seed=11, duration=duration, rate=1000, customers=customers, late_fraction=0.0,
+                   jitter_seconds=0.0, scenarios=("amount_spike=0.01", "impossible_travel=0.002"))
+
+
+PLANS = {
+    # make chaos: 200,000 transactions; the detector job killed 5 times, everything else once.
+    "full": ChaosPlan("full", _traffic(200, 10_000),
+                      ("detectors", "garbage", "enricher", "detectors", "broker", "detectors", "cases",
+                       "detectors", "redis", "detectors"), garbage=20_000),
+    # make test: every fault once on a short stream (each restart of the Spark job costs minutes here).
+    "short": ChaosPlan("short", _traffic(8, 4_000), ("garbage", "detectors", "enricher", "cases", "redis", "broker"),
+                       broker_down_s=5.0, garbage=2_000),
+}
+
+
+@dataclass
+class FaultRecord:
+    fault: str
+    action: str
+    at_s: float                   # since the stream started
+    published: int                # transactions in the topic when it happened
+    down_s: float                 # from the kill/stop until the restart was issued
+    recovery_s: float | None      # from the restart until the component worked again (None: it did not)
+    note: str = ""
+
+
+@dataclass
+class ChaosResult:
+    plan: str
+    faults: list[FaultRecord]
+    figures: dict
+    unexpected_deaths: list[str] = field(default_factory=list)
+
+    def table(self) -> str:
+        lines = ["| fault | action | at (s) | transactions then | down (s) | recovery (s) |",
+                 "|---|---|---:|---:|---:|---:|"]
+        for f in self.faults:
+            recovery = "not recovered" if f.recovery_s is None else f"{f.recovery_s:.1f}"
+            lines.append(f"| {f.fault} | {f.action} | {f.at_s:.0f} | {f.published:,} | {f.down_s:.1f} | {recovery} |")
+        lines += ["", "| figure | value |", "|---|---:|"]
+        lines += [f"| {name} | {value:,} |" if isinstance(value, int) else f"| {name} | {value} |"
+                  for name, value in self.figures.items()]
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        return {"plan": self.plan, "faults": [dataclasses.asdict(f) for f in self.faults],
+                "figures": self.figures, "unexpected_deaths": self.unexpected_deaths}
+
+
+def private_stack(base: Settings, run_dir: Path) -> Settings:
+    """Settings of a stack of its own: free ports for the broker (client + controller), Redis and the
+    dashboard, and its own run folder."""
+    from tests.e2e.targets import _free_port
+
+    kafka = next(p for p in range(39092, 39292, 2) if not local_stack.port_open("127.0.0.1", p)
+                 and not local_stack.port_open("127.0.0.1", p + 1))
+    return base.replace(kafka_bootstrap=f"127.0.0.1:{kafka}", local_kafka_controller_port=kafka + 1,
+                        redis_url=f"redis://127.0.0.1:{_free_port()}/0", dashboard_port=_free_port(),
+                        run_dir=run_dir, checkpoint_root=run_dir / "checkpoints", local_kafka_heap="512m")
+
+
+class ChaosRun:
+    def __init__(self, plan: ChaosPlan, diamond: LocalDiamond, out: Path, say: Say):
+        self.plan = plan
+        self.diamond = diamond
+        self.settings = diamond.settings
+        self.base = diamond.base
+        self.out = out
+        self.say = say
+        self.rng = random.Random(plan.seed)
+        self.records: list[FaultRecord] = []
+        self.unexpected_deaths: list[str] = []
+        self.probes = 0
+        self.started = 0.0
+        self.first_offsets: dict[int, int] = {}
+        self.garbage: dict[tuple[int, int], tuple[str, str]] = {}   # (partition, offset) -> (kind, reason)
+        self._producer = None
+
+    # -- the run ------------------------------------------------------------------------------
+    def run(self) -> ChaosResult:
+        traffic = self.plan.traffic
+        total = int(traffic.duration * traffic.rate)
+        self.first_offsets = end_offsets(self.settings, self.settings.topic_transactions)
+        labels_path = self.out / "labels.jsonl"
+        self.started = time.monotonic()
+        producer = self.diamond.publish(labels_path)
+        for i, fault in enumerate(self.plan.faults):
+            point = int(total * (i + 1) / (len(self.plan.faults) + 1) * self.rng.uniform(0.8, 1.0))
+            self._wait_for_published(point, producer)
+            getattr(self, f"_fault_{fault}")()
+            self.say(f"  {self.records[-1]}")
+        wait_until(lambda: self._check() or producer.proc.poll() is not None, traffic.duration + 600,
+                   "the producer to finish", interval=0.5)
+        if producer.proc.returncode != 0:
+            raise RuntimeError(f"the producer failed (exit {producer.proc.returncode}):\n{producer.tail()}")
+        self.say("draining ...")
+        drain_error = _drain(self.settings, self._check)
+        figures = self._count(labels_path)
+        figures["drain_error"] = drain_error or "none"
+        figures["probes_sent"] = self.probes
+        return ChaosResult(self.plan.name, self.records, figures, self.unexpected_deaths)
+
+    def _check(self) -> None:
+        """A service that died although nobody killed it is a finding: recorded, then restarted."""
+        name = self.diamond.stopped_service()
+        if name is not None:
+            child = self.diamond.group.children[name]
+            self.unexpected_deaths.append(f"{name} (exit {child.proc.returncode}): {child.tail(5)}")
+            self.say(f"  !! {name} died by itself (exit {child.proc.returncode}); restarting it")
+            self.diamond.group.restart(name)
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _published(self) -> int:
+        """Records this run has published to the transactions topic so far."""
+        now = end_offsets(self.settings, self.settings.topic_transactions)
+        return sum(offset - self.first_offsets.get(p, 0) for p, offset in now.items())
+
+    def _wait_for_published(self, count: int, producer) -> None:
+        wait_until(lambda: self._check() or producer.proc.poll() is not None or self._published() >= count,
+                   self.plan.traffic.duration + 600, f"{count:,} transactions to be published", interval=0.5)
+
+    def _record(self, fault: str, action: str, at: float, published: int, down: float,
+                recovery: float | None, note: str = "") -> None:
+        self.records.append(FaultRecord(fault, action, round(at, 1), published, round(down, 1),
+                                        None if recovery is None else round(recovery, 1), note))
+
+    # -- faults ---------------------------------------------------------------------------------
+    def _fault_detectors(self) -> None:
+        at, published = self._elapsed(), self._published()
+        # A random moment inside the job's work: after it wrote a few more records to the alerts topic
+        # (so the kill often lands inside an open Kafka transaction), or at once if none come.
+        target = _high_watermark(self.settings, self.settings.topic_alerts) + self.rng.randint(1, 30)
+        try:
+            wait_until(lambda: _high_watermark(self.settings, self.settings.topic_alerts) >= target, 60,
+                       "more alert records", interval=0.05)
+        except TimeoutError:
+            pass
+        killed = time.monotonic()
+        self.diamond.group.kill("detectors")
+        markers = MarkerCounter(self.settings, writer_ids())
+        self.diamond.group.restart("detectors")
+        restarted = time.monotonic()
+        recovery = self._until(lambda: _every_writer_committed(markers),
+                               "every detector query to commit a micro-batch", probe=self._probe_transaction)
+        markers.close()
+        self._record("detectors", "SIGKILL driver group, restart", at, published, restarted - killed, recovery)
+
+    def _fault_broker(self) -> None:
+        at, published = self._elapsed(), self._published()
+        broker = local_stack.KafkaBroker(self.base)
+        stopped = time.monotonic()
+        broker.stop()
+        # The outage itself: the broker stays away this long while every client keeps trying.
+        time.sleep(self.plan.broker_down_s)
+        restarted = time.monotonic()
+        broker.up()
+        markers = MarkerCounter(self.settings, writer_ids())
+        recovery = self._until(lambda: _every_writer_committed(markers),
+                               "every detector query to commit after the broker restart",
+                               probe=self._probe_transaction)
+        markers.close()
+        downstream = self._probe_alert_through(("enriched", "cases"))
+        recovery = None if recovery is None or downstream is None else max(recovery, time.monotonic() - restarted)
+        self._record("broker", f"stop (SIGTERM), {self.plan.broker_down_s:.0f} s away, start", at, published,
+                     restarted - stopped, recovery, "until detectors commit and a probe alert is enriched and cased")
+
+    def _fault_enricher(self) -> None:
+        self._kill_service("enricher", ("enriched",))
+
+    def _fault_cases(self) -> None:
+        self._kill_service("cases", ("cases",))
+
+    def _kill_service(self, name: str, outputs: tuple[str, ...]) -> None:
+        at, published = self._elapsed(), self._published()
+        killed = time.monotonic()
+        self.diamond.group.kill(name)
+        self.diamond.group.restart(name)
+        restarted = time.monotonic()
+        recovered = self._probe_alert_through(outputs)
+        self._record(name, "SIGKILL, restart", at, published, restarted - killed,
+                     None if recovered is None else time.monotonic() - restarted)
+
+    def _fault_redis(self) -> None:
+        at, published = self._elapsed(), self._published()
+        redis_server = local_stack.RedisServer(self.base)
+        stopped = time.monotonic()
+        redis_server.stop()
+        restarted = time.monotonic()
+        redis_server.up()
+        recovered = self._probe_alert_through(("enriched", "cases"))
+        self._record("redis", "stop (SIGTERM), start", at, published, restarted - stopped,
+                     None if recovered is None else time.monotonic() - restarted,
+                     "until a probe alert is enriched and cased")
+
+    def _fault_garbage(self) -> None:
+        at, published = self._elapsed(), self._published()
+        started = time.monotonic()
+        producer = make_producer(self.settings, linger_ms=20, batch_size=512 * 1024, max_request_size=2 * 1024 * 1024)
+        try:
+            sent = [(kind, key, value, producer.send(self.settings.topic_transactions, key=key, value=value))
+                    for kind, key, value in garbage_records(random.Random(self.plan.seed), self.plan.garbage)]
+            producer.flush(timeout=120)
+            for kind, key, value, future in sent:
+                meta = future.get(timeout=60)
+                record_time = datetime.fromtimestamp(meta.timestamp / 1000, timezone.utc)
+                self.garbage[(meta.partition, meta.offset)] = (kind, contract_reason(key, value, record_time))
+        finally:
+            producer.close()
+        seconds = time.monotonic() - started
+        self._record("garbage", f"{len(sent):,} broken records at {len(sent) / seconds:,.0f}/s", at, published,
+                     0.0, 0.0, "dead letters checked after the drain")
+
+    # -- probes and waiting ---------------------------------------------------------------------
+    def _until(self, done: Callable[[], bool], what: str, probe: Callable[[], None] | None = None) -> float | None:
+        """Seconds until ``done()``, probing every ``PROBE_EVERY_S`` (None if not within the timeout)."""
+        start = time.monotonic()
+        last_probe = [0.0]
+
+        def check() -> bool:
+            self._check()
+            if probe is not None and time.monotonic() - last_probe[0] > PROBE_EVERY_S:
+                probe()
+                last_probe[0] = time.monotonic()
+            return done()
+
+        try:
+            wait_until(check, RECOVERY_TIMEOUT_S, what, interval=0.2)
+        except TimeoutError:
+            self.say(f"  !! not recovered in {RECOVERY_TIMEOUT_S:.0f} s: {what}")
+            return None
+        return time.monotonic() - start
+
+    def _producer_client(self):
+        if self._producer is None:
+            self._producer = make_producer(self.settings)
+        return self._producer
+
+    def _probe_transaction(self) -> None:
+        """A valid transaction far behind every watermark: every query runs a batch, none alerts."""
+        self.probes += 1
+        probe = watermark_tick(PROBE_EVENT_TIME)
+        probe.update(card_id=f"chaos-probe-{self.probes}", txn_id=f"chaos-probe-{self.probes}")
+        self._producer_client().send(self.settings.topic_transactions, key=probe["card_id"].encode(),
+                                     value=json_bytes(probe))
+        self._producer_client().flush(timeout=30)
+
+    def _probe_alert_through(self, outputs: tuple[str, ...]) -> float | None:
+        """Send a probe alert; seconds until it is in each of ``outputs`` (None: not in time)."""
+        self.probes += 1
+        card = f"chaos-probe-alert-{self.probes}"
+        alert = make_alert(card, [f"{card}-txn"], "chaos_probe")
+        topics = {"enriched": self.settings.topic_alerts_enriched, "cases": self.settings.topic_cases}
+        watches = {name: _TopicWatch(self.settings, topics[name]) for name in outputs}
+        try:
+            self._producer_client().send(self.settings.topic_alerts, key=card.encode(), value=json_bytes(alert))
+            self._producer_client().flush(timeout=60)
+            return self._until(lambda: all(w.saw_card(card) for w in watches.values()),
+                               f"the probe alert to come out of {', '.join(outputs)}")
+        finally:
+            for watch in watches.values():
+                watch.close()
+
+    # -- counting -------------------------------------------------------------------------------
+    def _count(self, labels_path: Path) -> dict:
+        s = self.settings
+        mine = lambda record: str(record.get("card_id", "")).startswith(self.plan.traffic.id_prefix)  # noqa: E731
+
+        def read(topic: str) -> list[dict]:
+            return [r for r in _json_objects(read_topic(s, topic, timeout=300)) if mine(r)]
+
+        alerts = read(s.topic_alerts)
+        counts = Counter(a["alert_id"] for a in alerts)
+        present = set(counts)
+        outputs: dict[str, list[dict]] = {}
+
+        def downstream_caught_up() -> bool:
+            self._check()
+            outputs["enriched"] = read(s.topic_alerts_enriched)
+            outputs["cases"] = _latest_versions(read(s.topic_cases))
+            return present <= {e["alert_id"] for e in outputs["enriched"]} and \
+                present <= {a for case in outputs["cases"] for a in case["alert_ids"]}
+
+        try:
+            wait_until(downstream_caught_up, DOWNSTREAM_TIMEOUT_S, "the enricher and case manager to catch up",
+                       interval=2)
+        except TimeoutError:
+            pass  # the figures say what is missing
+        enriched_ids = Counter(e["alert_id"] for e in outputs["enriched"])
+        placed = Counter(a for case in outputs["cases"] for a in case["alert_ids"])
+        transactions = read(s.topic_transactions)
+        expected = self._expected_alert_ids(transactions, labels_path)
+        dead = {(d["source_partition"], d["source_offset"]): d for d in json_values(read_topic(s, s.topic_dlq, timeout=120))
+                if d["source_offset"] >= self.first_offsets.get(d["source_partition"], 0)}
+        wrong_reason = [(kind, reason, dead[at]["reason"]) for at, (kind, reason) in self.garbage.items()
+                        if at in dead and dead[at]["reason"].split(":")[0] != reason]
+        return {
+            "transactions": len(transactions),
+            "transactions_distinct": len({t["txn_id"] for t in transactions}),
+            "garbage_sent": len(self.garbage),
+            "garbage_kinds": dict(sorted(Counter(kind for kind, _ in self.garbage.values()).items())),
+            "dead_letters": len(dead),
+            "garbage_not_dead_lettered": len(set(self.garbage) - set(dead)),
+            "garbage_with_another_reason": len(wrong_reason),
+            "dead_letters_not_garbage": len(set(dead) - set(self.garbage)),
+            "alerts_expected": len(expected),
+            "alerts_present": len(present),
+            "alerts_missing": len(expected - present),
+            "alerts_unexpected": len(present - expected),
+            "alert_duplicates": sum(n - 1 for n in counts.values()),
+            "enriched_alerts": len(enriched_ids),
+            "enriched_missing": len(present - set(enriched_ids)),
+            "enriched_records_beyond_one_per_alert": sum(n - 1 for n in enriched_ids.values()),
+            "cases": len(outputs["cases"]),
+            "alerts_in_cases": len(placed),
+            "alerts_not_in_a_case": len(present - set(placed)),
+            "alerts_in_two_cases": sum(1 for n in placed.values() if n > 1),
+        }
+
+    def _expected_alert_ids(self, transactions: list[dict], labels_path: Path) -> set[str]:
+        """The detectors' static backtest (``python -m detectors backtest``) of exactly these transactions."""
+        folder = self.out / "backtest"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "transactions.jsonl"
+        path.write_text("".join(json.dumps(t) + "\n" for t in transactions))
+        result = subprocess.run([sys.executable, "-m", "detectors", "backtest", "--transactions", str(path),
+                                 "--labels", str(labels_path), "--out", str(folder)], cwd=REPO_ROOT,
+                                env=self.diamond.env, capture_output=True, text=True, timeout=1800)
+        if result.returncode != 0:
+            raise RuntimeError(f"the backtest failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+        return {json.loads(line)["alert_id"] for line in (folder / "alerts.jsonl").read_text().splitlines()}
+
+
+class _TopicWatch:
+    """Records of a topic from the moment it was created (read_committed)."""
+
+    def __init__(self, settings: Settings, topic: str):
+        from kafka import TopicPartition
+
+        self._consumer = make_consumer(settings, group_id=None)
+        tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
+        self._consumer.assign(tps)
+        for tp, offset in self._consumer.end_offsets(tps).items():
+            self._consumer.seek(tp, offset)
+        self._cards: set[str] = set()
+
+    def saw_card(self, card_id: str) -> bool:
+        for records in self._consumer.poll(timeout_ms=100).values():
+            for record in records:
+                try:
+                    self._cards.add(json.loads(record.value)["card_id"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return card_id in self._cards
+
+    def close(self) -> None:
+        self._consumer.close()
+
+
+def _every_writer_committed(markers: MarkerCounter) -> bool:
+    markers.poll(timeout_ms=100)
+    return not markers.below(1)
+
+
+def _json_objects(records) -> list[dict]:
+    """The records that are JSON objects (the transactions topic also holds this run's garbage)."""
+    objects = []
+    for record in records:
+        try:
+            value = json.loads(record.value)
+        except (ValueError, TypeError):          # UnicodeDecodeError is a ValueError
+            continue
+        if isinstance(value, dict):
+            objects.append(value)
+    return objects
+
+
+def _high_watermark(settings: Settings, topic: str) -> int:
+    """Records written to ``topic`` so far, committed or not."""
+    from kafka import TopicPartition
+
+    consumer = make_consumer(settings, isolation_level="read_uncommitted", group_id=None)
+    try:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
+        return sum(consumer.end_offsets(tps).values())
+    finally:
+        consumer.close()
+
+
+def run_chaos(plan: ChaosPlan, base: Settings, out: Path, say: Say) -> ChaosResult:
+    """The whole chaos run on a stack of its own; the stack is stopped and its data deleted at the end."""
+    import shutil
+
+    from tests.e2e.targets import _with_a_model
+
+    run_dir = out / "stack"
+    settings = _with_a_model(private_stack(base, run_dir), out, say)
+    plan = dataclasses.replace(plan, traffic=dataclasses.replace(plan.traffic, id_prefix=f"chaos{uuid.uuid4().hex[:8]}-"))
+    run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    say(f"chaos plan {plan.name}: {plan.traffic.duration * plan.traffic.rate:,.0f} transactions, faults "
+        f"{', '.join(plan.faults)}; stack on {settings.kafka_bootstrap} and {settings.redis_url}")
+    try:
+        with LocalDiamond(settings, run_id, plan.traffic, say, prefix="chaos", keep_topics=True) as diamond:
+            result = ChaosRun(plan, diamond, out, say).run()
+    finally:
+        local_stack.down(settings, log=lambda _m: None)
+        shutil.rmtree(run_dir / "kafka", ignore_errors=True)
+        shutil.rmtree(run_dir / "redis", ignore_errors=True)
+    return result
+
+
+def garbage_records(rng: random.Random, count: int) -> list[tuple[str, bytes | None, bytes]]:
+    """``count`` (kind, key, value) that break the contract: the DLQ property test's broken records,
+    with oversized values and random bytes mixed in."""
+    now = datetime.now(timezone.utc)
+    records: list[tuple[str, bytes | None, bytes]] = []
+    while len(records) < count:
+        roll = rng.random()
+        if roll < 0.01:
+            records.append(("oversized", b"big", b'{"txn_id":"big","padding":"' + b"x" * rng.randint(20_000, 300_000) + b'"}'))
+        elif roll < 0.1:
+            records.append(("random bytes", rng.randbytes(8), rng.randbytes(rng.randint(1, 2000))))
+        else:
+            key, value = kafka_record(rng)
+            if contract_reason(key, value, now) is not None:
+                records.append(("broken record", key, value))
+    return records
+
+
+def contract_reason(key: bytes | None, value: bytes, record_time: datetime) -> str | None:
+    """The contract's reason for rejecting a record (up to its first colon), None if it is valid."""
+    try:
+        decode_transaction(value, key=key, record_time=record_time, check_key=True)
+        return None
+    except ContractError as error:
+        return str(error).split(":")[0]

@@ -1,0 +1,82 @@
+"""The chaos suite: the whole diamond keeps every alert exactly once while its parts fail in turn.
+
+``make chaos`` runs the full plan (``FRAUD_CHAOS_PLAN=full``: 200,000 transactions, the detector
+job SIGKILLed 5 times, the broker stopped and started, enricher and case manager SIGKILLed, Redis
+restarted); ``make test`` the short one (8,000 transactions, every fault once). The run happens once per module
+(``tests/e2e/chaos.py``); its table is printed and written to ``artifacts/chaos/<plan>/``.
+Local target only: it kills processes and stops the broker of a stack of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+
+import pytest
+
+from common.settings import REPO_ROOT
+
+pytestmark = pytest.mark.timeout(3600)
+
+ARTIFACTS = REPO_ROOT / "artifacts" / "chaos"
+PLANS_GARBAGE_MIN = 1_000
+
+
+def _say(message: str) -> None:
+    print(f"[chaos {datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+@pytest.fixture(scope="module")
+def chaos(e2e_target, settings, tmp_path_factory):
+    from tests.e2e.chaos import PLANS, run_chaos
+
+    if e2e_target != "local":
+        pytest.skip("the chaos suite kills the processes of the local target")
+    name = os.environ.get("FRAUD_CHAOS_PLAN", "short")
+    if name not in PLANS:
+        pytest.fail(f"FRAUD_CHAOS_PLAN={name!r}: choose one of {', '.join(PLANS)}", pytrace=False)
+    result = run_chaos(PLANS[name], settings, tmp_path_factory.mktemp("chaos"), _say)
+    folder = ARTIFACTS / name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "chaos.json").write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    (folder / "chaos.md").write_text(result.table() + "\n")
+    _say(f"figures ({folder}):\n{result.table()}")
+    return result
+
+
+def test_no_alert_is_lost_duplicated_or_invented(chaos):
+    figures = chaos.figures
+    assert figures["drain_error"] == "none", figures["drain_error"]
+    assert figures["transactions"] >= chaos_min_transactions(chaos.plan)
+    assert figures["alerts_expected"] > 0
+    assert (figures["alerts_missing"], figures["alert_duplicates"], figures["alerts_unexpected"]) == (0, 0, 0), figures
+
+
+def test_every_alert_is_enriched_and_in_exactly_one_case(chaos):
+    figures = chaos.figures
+    assert (figures["enriched_missing"], figures["alerts_not_in_a_case"], figures["alerts_in_two_cases"]) == (0, 0, 0), \
+        figures
+    assert figures["enriched_alerts"] == figures["alerts_present"]
+
+
+def test_every_component_recovered_after_each_fault(chaos):
+    from tests.e2e.chaos import PLANS
+
+    assert [f.fault for f in chaos.faults] == list(PLANS[chaos.plan].faults)
+    assert [f.fault for f in chaos.faults if f.recovery_s is None] == []
+    assert chaos.unexpected_deaths == []
+
+
+def test_every_broken_record_is_dead_lettered_with_its_reason_and_nothing_else(chaos):
+    figures = chaos.figures
+    assert figures["garbage_sent"] >= PLANS_GARBAGE_MIN
+    assert (figures["garbage_not_dead_lettered"], figures["garbage_with_another_reason"],
+            figures["dead_letters_not_garbage"]) == (0, 0, 0), figures
+
+
+def chaos_min_transactions(plan: str) -> int:
+    from tests.e2e.chaos import PLANS
+
+    traffic = PLANS[plan].traffic
+    return int(traffic.duration * traffic.rate * 0.95)   # the producer's pacing ends within a second
