@@ -85,9 +85,10 @@ PLANS = {
     "full": ChaosPlan("full", _traffic(200, 10_000),
                       ("detectors", "garbage", "enricher", "detectors", "broker", "detectors", "cases",
                        "detectors", "redis", "detectors"), garbage=20_000),
-    # make test: every fault once on a short stream (each restart of the Spark job costs minutes here).
-    "short": ChaosPlan("short", _traffic(8, 4_000), ("garbage", "detectors", "enricher", "cases", "redis", "broker"),
-                       broker_down_s=5.0, garbage=2_000),
+    # make test: a short stream, every fault once except the broker restart (the full plan has it): on
+    # 2 cores each recovery of the Spark job takes ~2 minutes, and make test must stay short.
+    "short": ChaosPlan("short", _traffic(8, 4_000), ("garbage", "detectors", "enricher", "cases", "redis"),
+                       garbage=2_000),
 }
 
 
