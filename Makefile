@@ -52,7 +52,7 @@ test-slow: fetch ## minutes-long quality runs left out of make test (detector re
 e2e: fetch ## end-to-end tests against the local stack (tests/e2e, FRAUD_E2E_TARGET=local)
 	FRAUD_E2E_TARGET=local $(PYTEST) -m e2e tests
 .PHONY: chaos
-chaos: fetch ## the full chaos suite: 200,000 transactions while every component fails in turn -> artifacts/chaos/full/
+chaos: fetch ## the full chaos suite: 205,000 transactions while every component fails in turn -> artifacts/chaos/full/
 	FRAUD_E2E_TARGET=local FRAUD_CHAOS_PLAN=full $(PYTEST) -s tests/e2e/test_chaos.py
 
 .PHONY: demo
