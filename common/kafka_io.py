@@ -42,6 +42,22 @@ def make_consumer(settings: Settings, **overrides: Any):
         return KafkaConsumer(**config)
 
 
+def assigned_consumer(settings: Settings, topic: str, from_end: bool = False, **overrides: Any):
+    """A group-less consumer of every partition of ``topic`` (read_committed), at its beginning or at
+    its current end (the last stable offsets: what is committed from now on). Returns (consumer, partitions)."""
+    from kafka import TopicPartition
+
+    consumer = make_consumer(settings, group_id=None, **overrides)
+    tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+    consumer.assign(tps)
+    if from_end:
+        for tp, offset in consumer.end_offsets(tps).items():
+            consumer.seek(tp, offset)
+    else:
+        consumer.seek_to_beginning(*tps)
+    return consumer, tps
+
+
 def read_topic(settings: Settings, topic: str, timeout: float = 60.0,
                isolation_level: str = "read_committed", min_records: int = 0) -> list:
     """Every record of ``topic`` from the beginning to its current end (and at least ``min_records``).

@@ -5,7 +5,7 @@ it) that passes the Luhn check (``common.contracts.luhn_valid``): what a primary
 like. Card numbers must never appear anywhere this project writes (design.md section 2: cards are
 tokens). Two kinds of digits are not a card number, and one in ten of them would pass Luhn by chance:
 digits inside a longer token (hex hashes and UUIDs: alert and case ids, SHA-256 sums, Kafka's log
-folder names) and the fraction digits of a decimal number (a score such as 0.8116166666666667).
+folder names) and the fraction digits of a decimal number (a score with 16 decimals).
 
 One kind of digit run is not reported: a Unix timestamp in milliseconds, microseconds or nanoseconds
 between 2020 and 2040 (13, 16 or 19 digits starting 15..22, e.g. Spark's checkpoint and log fields
@@ -26,7 +26,7 @@ from typing import Iterable
 from common.contracts import luhn_valid
 
 # Not after a digit or letter, nor after "<digit>." (the fraction of a decimal number, such as a
-# score 0.8116166666666667); not before a digit or letter.
+# score with 16 decimals); not before a digit or letter.
 DIGIT_RUN = re.compile(rb"(?<![0-9A-Za-z])(?<![0-9]\.)[0-9]{13,19}(?![0-9A-Za-z])")
 EPOCH_2020_MS, EPOCH_2040_MS = 1_577_836_800_000, 2_208_988_800_000
 TIMESTAMP_SCALES = {13: 1, 16: 1_000, 19: 1_000_000}   # digits -> units per millisecond

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
 from common.contracts import MAX_FUTURE_SKEW, format_event_time, parse_event_time
-from common.kafka_io import json_bytes, make_consumer, make_producer
+from common.kafka_io import assigned_consumer, json_bytes, make_consumer, make_producer
 from common.settings import Settings
 
 TICK_AFTER = timedelta(minutes=30)       # > the longest watermark delay plus the longest window gap
@@ -82,15 +82,8 @@ class MarkerCounter:
     """The markers each writer has committed (read with ``read_committed``) since this was created."""
 
     def __init__(self, settings: Settings, writers: Iterable[str]):
-        from kafka import TopicPartition
-
         self.counts = {w: 0 for w in writers}
-        self._consumer = make_consumer(settings, group_id=None)
-        topic = settings.topic_alert_markers
-        tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
-        self._consumer.assign(tps)
-        for tp, offset in self._consumer.end_offsets(tps).items():   # the last stable offsets: from now on
-            self._consumer.seek(tp, offset)
+        self._consumer, _ = assigned_consumer(settings, settings.topic_alert_markers, from_end=True)
 
     def poll(self, timeout_ms: int = 200) -> dict[str, int]:
         for records in self._consumer.poll(timeout_ms=timeout_ms).values():

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from common.contracts import ContractError, decode_transaction
-from common.kafka_io import json_bytes, json_values, make_consumer, make_producer, read_topic
+from common.kafka_io import assigned_consumer, json_bytes, json_values, make_consumer, make_producer, read_topic
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy import local_stack
@@ -68,7 +68,7 @@ class ChaosPlan:
     name: str
     traffic: Traffic
     faults: tuple[str, ...]       # in this order, spread over the stream
-    broker_down_s: float = 10.0
+    broker_down_s: float = 60.0   # at most: the broker comes back once a detector query has failed on it
     garbage: int = 5_000          # broken records the ``garbage`` step sends
     seed: int = 20261123
 
@@ -229,10 +229,16 @@ class ChaosRun:
     def _fault_broker(self) -> None:
         at, published = self._elapsed(), self._published()
         broker = local_stack.KafkaBroker(self.base)
+        failures_before = self._detector_query_failures()
         stopped = time.monotonic()
         broker.stop()
-        # The outage itself: the broker stays away this long while every client keeps trying.
-        time.sleep(self.plan.broker_down_s)
+        # The outage lasts until the detector job has felt it (a query failed on the missing broker),
+        # at most broker_down_s: then the restart path of every client is what gets tested.
+        try:
+            wait_until(lambda: self._detector_query_failures() > failures_before, self.plan.broker_down_s,
+                       "a detector query to fail on the missing broker", interval=0.5)
+        except TimeoutError:
+            pass
         restarted = time.monotonic()
         broker.up()
         markers = MarkerCounter(self.settings, writer_ids())
@@ -242,8 +248,14 @@ class ChaosRun:
         markers.close()
         downstream = self._probe_alert_through(("enriched", "cases"))
         recovery = None if recovery is None or downstream is None else max(recovery, time.monotonic() - restarted)
-        self._record("broker", f"stop (SIGTERM), {self.plan.broker_down_s:.0f} s away, start", at, published,
+        self._record("broker", "stop (SIGTERM) until a detector query fails, start", at, published,
                      restarted - stopped, recovery, "until detectors commit and a probe alert is enriched and cased")
+
+    def _detector_query_failures(self) -> int:
+        """Queries the detector job has reported failed so far (``detectors.runner.supervise`` logs them)."""
+        log = self.diamond.group.children["detectors"].log_path
+        return sum(1 for line in log.read_text(errors="replace").splitlines()
+                   if "detectors.runner: query" in line and " failed: " in line)
 
     def _fault_enricher(self) -> None:
         self._kill_service("enricher", ("enriched",))
@@ -331,11 +343,18 @@ class ChaosRun:
         card = f"chaos-probe-alert-{self.probes}"
         alert = make_alert(card, [f"{card}-txn"], "chaos_probe")
         topics = {"enriched": self.settings.topic_alerts_enriched, "cases": self.settings.topic_cases}
-        watches = {name: _TopicWatch(self.settings, topics[name]) for name in outputs}
+        watches = {name: _TopicTail(self.settings, topics[name], from_end=True) for name in outputs}
+        seen = {name: set() for name in outputs}
+
+        def arrived() -> bool:
+            for name, watch in watches.items():
+                seen[name] |= {r.get("card_id") for r in watch.new()}
+            return all(card in cards for cards in seen.values())
+
         try:
             self._producer_client().send(self.settings.topic_alerts, key=card.encode(), value=json_bytes(alert))
             self._producer_client().flush(timeout=60)
-            return self._until(lambda: all(w.saw_card(card) for w in watches.values()),
+            return self._until(arrived,
                                f"the probe alert to come out of {', '.join(outputs)}")
         finally:
             for watch in watches.values():
@@ -422,15 +441,11 @@ class ChaosRun:
 
 
 class _TopicTail:
-    """A topic from its beginning, read a bit further at each ``new()`` (read_committed JSON objects)."""
+    """A topic from its beginning (or from now on), read a bit further at each ``new()``
+    (read_committed JSON objects)."""
 
-    def __init__(self, settings: Settings, topic: str):
-        from kafka import TopicPartition
-
-        self._consumer = make_consumer(settings, group_id=None)
-        self._tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
-        self._consumer.assign(self._tps)
-        self._consumer.seek_to_beginning(*self._tps)
+    def __init__(self, settings: Settings, topic: str, from_end: bool = False):
+        self._consumer, self._tps = assigned_consumer(settings, topic, from_end)
 
     def new(self, timeout: float = 60.0) -> list[dict]:
         """The records that arrived since the last call, up to the topic's current end."""
@@ -441,32 +456,6 @@ class _TopicTail:
             for batch in self._consumer.poll(timeout_ms=200).values():
                 records.extend(batch)
         return _json_objects(records)
-
-    def close(self) -> None:
-        self._consumer.close()
-
-
-class _TopicWatch:
-    """Records of a topic from the moment it was created (read_committed)."""
-
-    def __init__(self, settings: Settings, topic: str):
-        from kafka import TopicPartition
-
-        self._consumer = make_consumer(settings, group_id=None)
-        tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic))]
-        self._consumer.assign(tps)
-        for tp, offset in self._consumer.end_offsets(tps).items():
-            self._consumer.seek(tp, offset)
-        self._cards: set[str] = set()
-
-    def saw_card(self, card_id: str) -> bool:
-        for records in self._consumer.poll(timeout_ms=100).values():
-            for record in records:
-                try:
-                    self._cards.add(json.loads(record.value)["card_id"])
-                except (ValueError, KeyError, TypeError):
-                    continue
-        return card_id in self._cards
 
     def close(self) -> None:
         self._consumer.close()
