@@ -13,6 +13,7 @@ every process it started (also on an error, Ctrl-C or SIGTERM), records what was
 
 from __future__ import annotations
 
+import signal
 import sys
 import urllib.request
 from dataclasses import dataclass
@@ -123,6 +124,7 @@ class LocalDiamond:
         self.keep_topics = keep_topics
         self.group = ProcessGroup(self.settings.run_dir / "logs", base_env=None)
         self.leftovers: list[str] | None = None
+        self.retired: set[str] = set()
 
     # -- entering: everything up ---------------------------------------------------------------
     def __enter__(self) -> "LocalDiamond":
@@ -178,9 +180,14 @@ class LocalDiamond:
 
     # -- while running ------------------------------------------------------------------------
     def stopped_service(self) -> str | None:
-        """The name of a service that is no longer running, if any."""
-        return next((name for name in SERVICES if name in self.group.children
+        """The name of a service that is no longer running (and was not retired), if any."""
+        return next((name for name in SERVICES if name in self.group.children and name not in self.retired
                      and self.group.children[name].proc.poll() is not None), None)
+
+    def retire(self, name: str) -> None:
+        """Stop ``name`` for good (SIGTERM) once its work is done; it no longer counts as died."""
+        self.retired.add(name)
+        self.group.kill(name, signal.SIGTERM)
 
     def check_services(self) -> None:
         """Raise if a service has died (with the tail of its log)."""

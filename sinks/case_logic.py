@@ -142,22 +142,42 @@ def close_case(case: Mapping[str, Any], reason: str) -> dict:
     return closed
 
 
+def already_handled(state: Mapping[str, Any] | None, alert: Mapping[str, Any]) -> bool:
+    """Whether ``alert`` is in the card's open case or in its previous, closed one."""
+    if not state:
+        return False
+    return any(case is not None and alert["alert_id"] in case["alert_ids"]
+               for case in (state.get("case"), state.get("previous_case")))
+
+
+def current_versions(state: Mapping[str, Any] | None) -> list[dict]:
+    """The card's cases as they stand, oldest first: the previous (closed) case, then the open one.
+
+    What a redelivered alert re-sends: a crash after the state was saved but before the case versions
+    were published would otherwise lose them for good (a closing version most of all: the closed
+    case would stay "open" on the topic, or its last alert in no case at all).
+    """
+    if not state:
+        return []
+    return [case for case in (state.get("previous_case"), state.get("case")) if case is not None]
+
+
 def apply_to_card(state: Mapping[str, Any] | None, alert: Mapping[str, Any]) -> tuple[dict, list[dict]]:
-    """One card's state ``{"case": open case, "previous_alert_ids": [...]}`` after ``alert``.
+    """One card's state ``{"case": open case, "previous_case": the last closed case}`` after ``alert``.
 
     Returns the new state and the case versions to publish, oldest first: ``[]`` for an alert already
-    handled (in the open case or the previous, closed one), ``[updated]`` or ``[closed, opened]``.
+    handled (``already_handled``: in the open case or the previous, closed one), ``[updated]`` or
+    ``[closed, opened]``.
     """
-    state = dict(state or {"case": None, "previous_alert_ids": []})
+    state = dict(state or {"case": None, "previous_case": None})
     case = state["case"]
-    if alert["alert_id"] in state["previous_alert_ids"] or (
-            case is not None and alert["alert_id"] in case["alert_ids"]):
+    if already_handled(state, alert):
         return state, []
     result = apply_alert(case, alert)
     if case is not None and result["case_id"] != case["case_id"]:
         why = ("no alert for the card within 24 h of event time"
                if case["alert_count"] < MAX_ALERTS_PER_CASE else "case reached its size limit")
         closed = close_case(case, why)
-        return {"case": result, "previous_alert_ids": list(case["alert_ids"])}, [closed, result]
+        return {"case": result, "previous_case": closed}, [closed, result]
     state["case"] = result
     return state, [result]

@@ -2,7 +2,7 @@
 
 Run: ``python -m sinks.cases worker -l info`` (app id / consumer group from ``FRAUD_CASES_APP_ID``).
 
-State: the table ``card-cases`` maps card_id to ``{"case": open case, "previous_alert_ids": [...]}``
+State: the table ``card-cases`` maps card_id to ``{"case": open case, "previous_case": closed case}``
 (``sinks.case_logic.apply_to_card``); its changelog topic ``{app_id}-card-cases-changelog``
 (compacted, created by Faust with the alert topics' partition count and replication from the
 settings) rebuilds it on restart, so cases survive restarts and rebalances.
@@ -17,10 +17,12 @@ Per enriched alert, in this order (at-least-once, idempotent on alert_id):
 3. send the case versions to ``cases`` (key = card_id, value = the whole case, ``version``
    increasing); Faust flushes the producer (changelog and cases) before it commits the offset.
 
-An alert_id already in the card's open case (a redelivery, or the enricher's at-least-once
-duplicate) re-does steps 2 and 3 with the unchanged case: a crash between 1 and 3 is healed by the
-redelivery, at the price of a repeated case version on ``cases`` (readers keep the highest version
-per case_id). An alert_id of the card's previous, closed case is dropped.
+An alert_id already handled (in the card's open case or its previous, closed one: a redelivery, or
+the enricher's at-least-once duplicate) changes no state and re-does steps 2 and 3 with the card's
+current versions, the closed case first: a crash between 1 and 3 is healed by the redelivery, at the
+price of repeated case versions on ``cases`` (readers keep the highest version per case_id). Without
+the closed case, a crash right after an alert closed a case left that case "open" on the topic for
+good (found by the crash test with two cases per card).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any, Awaitable, Callable, MutableMapping
 from common.contracts import ContractError, parse_event_time
 from common.kafka_io import json_bytes
 from common.settings import get_settings
-from sinks.case_logic import apply_to_card
+from sinks.case_logic import already_handled, apply_to_card, current_versions
 from sinks.enrichment import decode_alert
 from sinks.faust_support import main as run_cli, make_app, redis_client, retry_forever
 from sinks.redis_keys import KEEP_CLOSED_CASES, KEEP_LATEST_ALERTS, RedisKeys
@@ -75,7 +77,8 @@ class CaseStore:
         minute = alert["detected_at"][:16]                    # 2026-11-22T10:15
         minute_ms = epoch_ms(minute + ":00.000Z")
         minute_tag = minute.replace("-", "").replace("T", "").replace(":", "")
-        current = cases[-1]["case_id"] if cases else None
+        current = next((c["case_id"] for c in reversed(cases) if alert["alert_id"] in c["alert_ids"]),
+                       cases[-1]["case_id"] if cases else None)
 
         async def op():
             pipe = self.redis.pipeline(transaction=True)
@@ -125,13 +128,10 @@ async def handle_enriched(raw: Any, table: MutableMapping[str, Any], store: Case
         return []
     card_id = alert["card_id"]
     state = table.get(card_id)
-    new_state, updates = apply_to_card(state, alert)
-    if updates:
-        table[card_id] = new_state
-    elif new_state["case"] is not None and alert["alert_id"] in new_state["case"]["alert_ids"]:
-        updates = [new_state["case"]]          # redelivery: re-do the idempotent effects
+    if already_handled(state, alert):
+        updates = current_versions(state)      # redelivery: re-do the idempotent effects
     else:
-        return []                              # an alert of the card's previous, closed case
+        table[card_id], updates = apply_to_card(state, alert)
     await store.save(alert, updates)
     for case in updates:
         await publish(card_id, case)

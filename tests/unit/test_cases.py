@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from sinks.case_logic import (MAX_ALERTS_PER_CASE, apply_alert, apply_to_card, combined_score,
-                              severity_of)
+from sinks.case_logic import (MAX_ALERTS_PER_CASE, already_handled, apply_alert, apply_to_card, combined_score,
+                              current_versions, severity_of)
 from sinks.enrichment import enrich
 from sinks.testing import BASE_TIME, make_alert
 
@@ -86,8 +86,12 @@ def test_a_gap_over_24_hours_closes_the_case_and_opens_a_new_one():
     closed, opened = published[2], published[3]
     assert closed["case_id"] != opened["case_id"] and closed["alert_count"] == 2
     assert closed["closed_reason"] and opened["alert_ids"] == [later["alert_id"]]
-    # a redelivery of an alert of the closed case is dropped, not added to the new case
+    # a redelivery of an alert of the closed case is not added to the new case ...
     assert apply_to_card(state, first) == (state, [])
+    assert already_handled(state, first) and already_handled(state, later)
+    # ... and what it re-sends is the card's current versions, the closing one first
+    assert [(c["case_id"], c["status"], c["version"]) for c in current_versions(state)] == \
+        [(closed["case_id"], "closed", 3), (opened["case_id"], "open", 1)]
 
 
 def test_a_late_alert_joins_the_open_case():

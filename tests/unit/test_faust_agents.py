@@ -104,16 +104,20 @@ def test_case_agent_groups_alerts_and_is_idempotent(monkeypatch):
     monkeypatch.setattr(cases, "card_cases", table)   # the Faust table is a mapping to the logic
     alerts = [enrich(make_alert("c1", ["t1"], d, score=0.6), {}, {}, {}, 1, BASE_TIME)
               for d in ("double_swipe", "velocity")]
+    two_days_later = enrich(make_alert("c1", ["t9"], event_s=2 * 86400), {}, {}, {}, 1, BASE_TIME)
 
     async def scenario():
         async with cases.manage_cases.test_context() as agent:
-            for alert in alerts + alerts[:1]:
+            for alert in alerts + alerts[:1] + [two_days_later] + alerts[:1]:
                 await agent.put(json.dumps(alert).encode())
     asyncio.run(scenario())
-    assert [(k, c["version"], c["alert_count"]) for k, c in sent] == \
-        [("c1", 1, 1), ("c1", 2, 2), ("c1", 2, 2)]           # the redelivery republishes, unchanged
-    assert table["c1"]["case"]["detectors"] == ["double_swipe", "velocity"]
-    assert table["c1"]["case"]["score"] == pytest.approx(0.84)
+    assert [(k, c["status"], c["version"], c["alert_count"]) for k, c in sent] == [
+        ("c1", "open", 1, 1), ("c1", "open", 2, 2),
+        ("c1", "open", 2, 2),                                 # a redelivery republishes, unchanged
+        ("c1", "closed", 3, 2), ("c1", "open", 1, 1),         # two days later: closed, a new case
+        ("c1", "closed", 3, 2), ("c1", "open", 1, 1)]         # a redelivery now: both, closed first
+    assert table["c1"]["previous_case"]["detectors"] == ["double_swipe", "velocity"]
+    assert table["c1"]["previous_case"]["score"] == pytest.approx(0.84)
 
 
 def test_redis_keys_are_namespaced():
