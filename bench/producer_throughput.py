@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.settings import REPO_ROOT, get_settings
-from deploy.topics import TopicSpec, create_topics, delete_topics
+from common.kafka_admin import TopicSpec, create_topics, delete_topics
 from producers.publish import PRODUCER_TUNING, Stats, best_compression, finish, make_tuned_producer, partition_for
 from producers.simulate import publish
 from producers.simulator import SimConfig, Simulator

@@ -21,7 +21,7 @@ from bench.workload import Workload, generate, publish_values
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy.processes import ProcessGroup
-from deploy.topics import TopicSpec, create_topics, delete_topics
+from common.kafka_admin import TopicSpec, create_topics, delete_topics
 
 ALL_DETECTORS = ["double_swipe", "velocity", "amount_anomaly", "impossible_travel"]
 # The built-in detectors that run on JVM-native operators only (amount_anomaly keeps per-card Python state).

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Callable
 
 from common.contracts import format_event_time
+from common.kafka_admin import delete_topics
 from common.settings import Settings
 from common.waiting import wait_until
 from deploy import local_stack
 from deploy.processes import Child, ProcessGroup
-from deploy.topics import create_project_topics, delete_topics, project_topics
+from deploy.topics import create_project_topics, project_topics
 
 SERVICES = ("detectors", "enricher", "cases", "dashboard")
 SERVICE_START_TIMEOUT = 420.0      # Spark's cold start and first micro-batches on 2 shared cores

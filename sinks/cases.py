@@ -36,7 +36,7 @@ from common.kafka_io import json_bytes
 from common.settings import get_settings
 from sinks.case_logic import already_handled, apply_to_card, current_versions
 from sinks.enrichment import decode_alert
-from sinks.faust_support import main as run_cli, make_app, redis_client, retry_forever
+from sinks.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
 from sinks.redis_keys import KEEP_CLOSED_CASES, KEEP_LATEST_ALERTS, RedisKeys
 
 log = logging.getLogger(__name__)
@@ -165,11 +165,14 @@ async def publish_case(card_id: str, case: dict) -> None:
 @app.agent(enriched_topic)
 async def manage_cases(stream):
     async for value in stream:
-        await handle_enriched(value, card_cases, store(), publish_case)
+        try:
+            await handle_enriched(value, card_cases, store(), publish_case)
+        except Exception:
+            exit_on_agent_error("case manager")
 
 
 def main() -> None:
-    run_cli(app)
+    run_cli(app, settings)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ from common.contracts import ContractError, card_key, customer_key, merchant_key
 from common.kafka_io import json_bytes
 from common.settings import get_settings
 from sinks.enrichment import RECENT_WINDOW_HOURS, customer_id_of, decode_alert, enrich
-from sinks.faust_support import main as run_cli, make_app, redis_client, retry_forever
+from sinks.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
 from sinks.redis_keys import RedisKeys
 
 log = logging.getLogger(__name__)
@@ -182,14 +182,17 @@ async def publish_enriched(records: list[tuple[str, dict]]) -> None:
 @app.agent(alerts_topic)
 async def enrich_alerts(stream):
     async for batch in stream.take(BATCH_SIZE, within=BATCH_WITHIN_SECONDS):
-        result = await process_batch(batch, store(), publish_enriched, datetime.now(timezone.utc))
+        try:
+            result = await process_batch(batch, store(), publish_enriched, datetime.now(timezone.utc))
+        except Exception:
+            exit_on_agent_error("enricher")
         if result.duplicates or result.invalid:
             log.info("enriched %d, dropped %d already enriched, %d invalid",
                      len(result.published), result.duplicates, result.invalid)
 
 
 def main() -> None:
-    run_cli(app)
+    run_cli(app, settings)
 
 
 if __name__ == "__main__":

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sys
+import traceback
 from pathlib import Path
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, Awaitable, Callable, NoReturn, TypeVar
 
 import faust
 from faust.transport.drivers import aiokafka as faust_aiokafka
@@ -79,17 +81,54 @@ def make_app(app_id: str, settings: Settings, **overrides: Any) -> ReadCommitted
     return ReadCommittedApp(app_id, **options)
 
 
-def main(app: faust.App) -> None:
+def main(app: faust.App, settings: Settings) -> None:
     """Faust's command line for ``app`` (``worker``, ``agents``, ``tables``, ...).
 
-    ``worker`` runs without Faust's own web server unless ``--with-web``/``--web-port`` is given:
-    its fixed port 6066 would clash between the several workers of one host.
+    ``worker`` first declares the tables' changelog topics (``declare_changelogs``), and runs without
+    Faust's own web server unless ``--with-web``/``--web-port`` is given: its fixed port 6066 would
+    clash between the several workers of one host.
     """
     argv = sys.argv[1:]
-    if argv[:1] == ["worker"] and not any(a.startswith(("--with-web", "--without-web", "--web-port"))
-                                          for a in argv):
-        sys.argv = [sys.argv[0], *argv, "--without-web"]
+    if argv[:1] == ["worker"]:
+        declare_changelogs(app, settings)
+        if not any(a.startswith(("--with-web", "--without-web", "--web-port")) for a in argv):
+            sys.argv = [sys.argv[0], *argv, "--without-web"]
     app.main()
+
+
+def declare_changelogs(app: faust.App, settings: Settings) -> None:
+    """Create every table's changelog topic (compacted, the table's partitions) before the worker starts.
+
+    Faust creates it itself while starting, but on a fresh broker its first partition assignment can
+    run before the new topic is in the metadata ("Ignoring missing topic"): the changelog partitions
+    are then never assigned, every table write raises ``PartitionsMismatch`` (0 partitions) and, with
+    Faust's default agent supervisor, each failed event is acknowledged and lost. Seen in CI.
+    """
+    from common.kafka_admin import TopicSpec, create_topics, wait_for_partitions
+
+    specs = [TopicSpec(table.changelog_topic_name, table.partitions or settings.partitions_alerts,
+                       {"cleanup.policy": "compact"}) for table in app.tables.values()]
+    if specs:
+        create_topics(settings, specs)
+        wait_for_partitions(settings, specs)
+
+
+EXIT_AGENT_FAILED = 70
+
+
+def exit_on_agent_error(what: str) -> NoReturn:
+    """End the worker process at once, without acknowledging the event in hand (call it from an
+    ``except`` in an agent's loop).
+
+    Faust's default restarts a crashed agent and acknowledges the event it failed on, so that event is
+    silently lost. Exiting instead leaves the offset uncommitted: whoever runs the worker restarts it
+    (``make demo``, compose's ``restart: unless-stopped``) and the event is processed again.
+    """
+    # Straight to stderr (the worker's log): logging's handlers are not flushed by os._exit.
+    sys.stderr.write(f"{what} failed; exiting ({EXIT_AGENT_FAILED}) so that the event is redelivered\n"
+                     f"{traceback.format_exc()}")
+    sys.stderr.flush()
+    os._exit(EXIT_AGENT_FAILED)
 
 
 def redis_errors() -> tuple[type[BaseException], ...]:

@@ -53,7 +53,7 @@ def unique():
 @pytest.fixture
 def topics(stack, unique):
     """Create topics private to this test: ``topics("transactions", partitions=12)`` -> name."""
-    from deploy.topics import TopicSpec, create_topics, delete_topics
+    from common.kafka_admin import TopicSpec, create_topics, delete_topics
 
     created: list[str] = []
 

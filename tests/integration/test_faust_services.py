@@ -74,7 +74,7 @@ class Pipeline:
     """Private topics, consumer groups and Redis namespace for the enricher, case manager, dashboard."""
 
     def __init__(self, stack, tmp: Path, tag: str):
-        from deploy.topics import TopicSpec, create_topics
+        from common.kafka_admin import TopicSpec, create_topics
 
         self.tag = f"{tag}{uuid.uuid4().hex[:8]}"
         names = {base: f"test.{base}.{self.tag}" for base in ("alerts", "alerts.enriched", "cases")}
@@ -118,7 +118,7 @@ class Pipeline:
         return latest
 
     def close(self, redis_sync) -> None:
-        from deploy.topics import delete_topics
+        from common.kafka_admin import delete_topics
 
         for service in self.services:
             service.stop()

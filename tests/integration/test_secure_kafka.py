@@ -20,7 +20,7 @@ from common.kafka_clients import (KafkaAuthenticationError, KafkaConnectError, c
                                   faust_broker_options)
 from common.kafka_io import json_values, make_producer, read_topic
 from common.waiting import wait_until
-from deploy.topics import TopicSpec, create_topics
+from common.kafka_admin import TopicSpec, create_topics
 from detectors.registry import get as get_detector
 from detectors.runner import RunOptions, start_detectors
 from tests.factories import encode, txn

@@ -124,3 +124,20 @@ def test_redis_keys_are_namespaced():
     keys = RedisKeys("t42")
     assert keys.seen("enricher", "a1") == "t42:seen:enricher:a1"
     assert keys.case("x") == "t42:case:x" and keys.open_cases == "t42:cases:open"
+
+
+def test_an_agent_error_ends_the_worker_so_the_event_is_redelivered():
+    """Faust would restart the agent and acknowledge the failed event; ours exits without doing so."""
+    import subprocess
+    import sys
+
+    from common.settings import REPO_ROOT
+    from sinks.faust_support import EXIT_AGENT_FAILED
+
+    code = ("from sinks.faust_support import exit_on_agent_error\n"
+            "try:\n    raise RuntimeError('boom')\nexcept Exception:\n    exit_on_agent_error('the test agent')\n"
+            "print('not reached')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == EXIT_AGENT_FAILED
+    assert "the test agent failed" in result.stderr and "RuntimeError: boom" in result.stderr
+    assert "not reached" not in result.stdout
