@@ -116,8 +116,9 @@ def dashboard_answers(settings: Settings) -> bool:
 
 class LocalDiamond:
     def __init__(self, base: Settings, run_id: str, traffic: Traffic, say: Callable[[str], None],
-                 prefix: str = "demo", keep_topics: bool = False):
+                 prefix: str = "demo", keep_topics: bool = False, detectors: tuple[str, ...] = ()):
         self.base = base
+        self.detectors = detectors            # the detector job's detectors (empty: every registered one)
         self.settings = run_settings(base, run_id, prefix)
         self.env = self.settings.to_env()
         self.traffic = traffic
@@ -138,7 +139,7 @@ class LocalDiamond:
             self.run_to_end("load-reference", self.traffic.reference_args())
             self._train_model_if_missing()
             self.say("starting the detector job, the enricher, the case manager and the dashboard ...")
-            self.group.start("detectors", ["-m", "detectors", "run"], self.env)
+            self.group.start("detectors", ["-m", "detectors", "run", *self.detectors], self.env)
             self.group.start("enricher", ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
             self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)
             self.group.start("dashboard", ["-m", "sinks.dashboard"], self.env)
@@ -157,7 +158,7 @@ class LocalDiamond:
     def _train_model_if_missing(self) -> None:
         from detectors import registry
 
-        if "ml_score" not in registry.names():
+        if "ml_score" not in (self.detectors or registry.names()):
             return
         from models.registry import latest_version  # only when the ML detector is registered
 
@@ -167,9 +168,7 @@ class LocalDiamond:
 
     def _wait_for_services(self) -> None:
         """Every query of the detector job has reported progress and the dashboard answers."""
-        from deploy.drain import writer_ids
-
-        expected = set(writer_ids())
+        expected = set(self.writer_ids())
         progress_dir = self.settings.run_dir / "progress"
 
         def ready() -> bool:
@@ -180,6 +179,12 @@ class LocalDiamond:
         wait_until(ready, SERVICE_START_TIMEOUT, "the detector queries and the dashboard", interval=0.5)
 
     # -- while running ------------------------------------------------------------------------
+    def writer_ids(self) -> list[str]:
+        """The exactly-once writers (queries) of the detector job."""
+        from deploy.drain import writer_ids
+
+        return writer_ids(self.detectors or None)
+
     def stopped_service(self) -> str | None:
         """The name of a service that is no longer running (and was not retired), if any."""
         return next((name for name in SERVICES if name in self.group.children and name not in self.retired

@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(config, items):
         if kind in {"unit", "integration", "e2e"}:
             item.add_marker(getattr(pytest.mark, kind))
         if "slow" in item.keywords and not run_slow:
-            item.add_marker(pytest.mark.skip(reason="a slow quality run: make test-slow (FRAUD_SLOW_TESTS=1)"))
+            item.add_marker(pytest.mark.skip(reason="a slow run, left to make test-slow (FRAUD_SLOW_TESTS=1)"))
 
 
 @pytest.fixture(scope="session")

@@ -48,7 +48,7 @@ from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy import local_stack
 from deploy.diamond import LocalDiamond, Traffic
-from deploy.drain import MarkerCounter, writer_ids
+from deploy.drain import MarkerCounter
 from detectors.harness import watermark_tick
 from sinks.testing import make_alert
 from tests.strategies import kafka_record
@@ -71,6 +71,7 @@ class ChaosPlan:
     faults: tuple[str, ...]       # in this order, spread over the stream
     broker_down_s: float = 60.0   # at most: the broker comes back once a detector query has failed on it
     garbage: int = 5_000          # broken records the ``garbage`` step sends
+    detectors: tuple[str, ...] = ()   # the detector job's detectors (empty: every registered one)
     seed: int = 20261123
 
 
@@ -86,10 +87,11 @@ PLANS = {
     "full": ChaosPlan("full", _traffic(205, 10_000),
                       ("detectors", "garbage", "enricher", "detectors", "broker", "detectors", "cases",
                        "detectors", "redis", "detectors"), garbage=20_000),
-    # make test: a short stream, every fault once except the broker restart (the full plan has it): on
-    # 2 cores each recovery of the Spark job takes ~2 minutes, and make test must stay short.
+    # make test: a short stream, every fault once except the broker restart (the full plan has it), and
+    # the four rule detectors without ml_score (the heaviest query and backtest): on 2 cores each
+    # recovery of the Spark job takes 1-2 minutes, and make test must stay short.
     "short": ChaosPlan("short", _traffic(8, 4_000), ("garbage", "detectors", "enricher", "cases", "redis"),
-                       garbage=2_000),
+                       garbage=2_000, detectors=("double_swipe", "velocity", "amount_anomaly", "impossible_travel")),
 }
 
 
@@ -175,7 +177,7 @@ class ChaosRun:
             raise RuntimeError(f"the producer failed (exit {producer.proc.returncode}):\n{producer.tail()}")
         self.say("draining ...")
         drained = time.monotonic()
-        drain_error = _drain(self.settings, self._check)
+        drain_error = _drain(self.settings, self._check, self.diamond.writer_ids())
         self.say(f"  drained in {time.monotonic() - drained:.0f} s; counting ...")
         # The stream is through the detectors: their idle triggers would only take the 2 cores from the
         # backtest that computes the expected alerts (the enricher and case manager keep running).
@@ -224,7 +226,7 @@ class ChaosRun:
             pass
         killed = time.monotonic()
         self.diamond.group.kill("detectors")
-        markers = MarkerCounter(self.settings, writer_ids())
+        markers = MarkerCounter(self.settings, self.diamond.writer_ids())
         self.diamond.group.restart("detectors")
         restarted = time.monotonic()
         recovery = self._until(lambda: _every_writer_committed(markers),
@@ -247,7 +249,7 @@ class ChaosRun:
             pass
         restarted = time.monotonic()
         broker.up()
-        markers = MarkerCounter(self.settings, writer_ids())
+        markers = MarkerCounter(self.settings, self.diamond.writer_ids())
         recovery = self._until(lambda: _every_writer_committed(markers),
                                "every detector query to commit after the broker restart",
                                probe=self._probe_transaction)
@@ -440,7 +442,7 @@ class ChaosRun:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / "transactions.jsonl"
         path.write_text("".join(json.dumps(t) + "\n" for t in transactions))
-        result = subprocess.run([sys.executable, "-m", "detectors", "backtest", "--transactions", str(path),
+        result = subprocess.run([sys.executable, "-m", "detectors", "backtest", *self.plan.detectors, "--transactions", str(path),
                                  "--labels", str(labels_path), "--out", str(folder)], cwd=REPO_ROOT,
                                 env=self.diamond.env, capture_output=True, text=True, timeout=1800)
         if result.returncode != 0:
@@ -512,7 +514,8 @@ def run_chaos(plan: ChaosPlan, base: Settings, out: Path, say: Say) -> ChaosResu
     say(f"chaos plan {plan.name}: {plan.traffic.duration * plan.traffic.rate:,.0f} transactions, faults "
         f"{', '.join(plan.faults)}; stack on {settings.kafka_bootstrap} and {settings.redis_url}")
     try:
-        with LocalDiamond(settings, run_id, plan.traffic, say, prefix="chaos", keep_topics=True) as diamond:
+        with LocalDiamond(settings, run_id, plan.traffic, say, prefix="chaos", keep_topics=True,
+                          detectors=plan.detectors) as diamond:
             result = ChaosRun(plan, diamond, out, say).run()
     finally:
         local_stack.down(settings, log=lambda _m: None)

@@ -186,8 +186,8 @@ def end_offsets(settings: Settings, topic: str) -> dict[int, int]:
         consumer.close()
 
 
-def _drain(settings: Settings, check: Callable[[], None]) -> str | None:
-    drain = Drain(settings, writer_ids())
+def _drain(settings: Settings, check: Callable[[], None], writers: list[str] | None = None) -> str | None:
+    drain = Drain(settings, writers or writer_ids())
     try:
         wait_until(lambda: check() or drain.done(), DRAIN_TIMEOUT_S, "every query to finish the stream", interval=0.5)
         return None

@@ -2,7 +2,8 @@
 
 ``make chaos`` runs the full plan (``FRAUD_CHAOS_PLAN=full``: 205,000 transactions, the detector
 job SIGKILLed 5 times, the broker stopped and started, enricher and case manager SIGKILLed, Redis
-restarted); ``make test`` the short one (8,000 transactions, every fault once but the broker restart). The run happens once per module
+restarted); ``make test`` the short one (8,000 transactions, every fault once but the broker restart,
+the rule detectors only). The run happens once per module
 (``tests/e2e/chaos.py``); its table is printed and written to ``artifacts/chaos/<plan>/``.
 Local target only: it kills processes and stops the broker of a stack of its own.
 """

@@ -1,7 +1,7 @@
 """The contract every registered detector must keep (river's test_estimators.py is the model).
 
 Each test is parametrized over ``registry.all()``: registering a detector puts it through all of them.
-One streaming run per detector (a long stream: six micro-batches 31 days of event time apart, each with
+One streaming run per detector (a long stream: five micro-batches 31 days of event time apart, each with
 every fraud pattern and look-alike on fresh cards, then a watermark tick) is shared by the checks below.
 Detectors that need a trained model (``ml_score``) get a tiny one trained for this module
 (``model_registry`` in ``tests/integration/conftest.py``).
@@ -21,7 +21,7 @@ from detectors.base import ALERT_SCHEMA, TRIGGER_COLUMNS
 pytestmark = pytest.mark.usefixtures("model_registry")
 
 DETECTORS = registry.all()
-BATCHES = 6
+BATCHES = 5
 SPACING = timedelta(days=31)     # longer than any built-in detector's state horizon (amount_anomaly: 30 days)
 
 

@@ -284,16 +284,17 @@ def _http_ok(url: str) -> bool:
         return False
 
 
-# --- crash tests: SIGKILL a service three times in the middle of 10,000 alerts ----------------
+# --- crash test: SIGKILL the enricher and the case manager in the middle of 10,000 alerts --------
 
-KILL_AT = (1500, 4500, 7500)   # records in the victim's output topic when it is killed
+# (victim, records in its output topic when it is killed): the enricher twice while it works through
+# the alerts, then the case manager twice while it works through the enriched alerts
+KILLS = (("enricher", 1500), ("enricher", 5000), ("cases", 4000), ("cases", 8000))
 
 
-@pytest.mark.parametrize("victim", ["enricher", "cases"])
-def test_service_killed_mid_stream_loses_and_duplicates_nothing(victim, stack, redis_sync, tmp_path):
-    """Every alert enriched and in exactly one case, however often the enricher or the case manager
-    dies; each card's sixth alert comes two days after its fifth, so half the cases are closed
-    while the case manager is being killed (the closing path is crash-tested too)."""
+def test_services_killed_mid_stream_lose_and_duplicate_nothing(stack, redis_sync, tmp_path):
+    """Every alert enriched and in exactly one case, however often the enricher and the case manager
+    die; each card's sixth alert comes two days after its fifth, so half the cases are closed while
+    the case manager is being killed (the closing path is crash-tested too)."""
     p = Pipeline(stack, tmp_path, "r")
     try:
         cards, per_card = 1000, 10
@@ -304,27 +305,31 @@ def test_service_killed_mid_stream_loses_and_duplicates_nothing(victim, stack, r
                   for i in range(per_card) for c in range(cards)]
         ids = {a["alert_id"] for a in alerts}
         assert len(ids) == 10_000
-        output = {"enricher": p.settings.topic_alerts_enriched, "cases": p.settings.topic_cases}[victim]
+        output = {"enricher": p.settings.topic_alerts_enriched, "cases": p.settings.topic_cases}
         p.send_alerts(alerts[:6000])
         services = {"enricher": p.service("enricher", "sinks.enricher", "worker", "-l", "info").start(),
                     "cases": p.service("cases", "sinks.cases", "worker", "-l", "info").start()}
 
-        def output_count():
+        def output_count(victim: str) -> int:
             for service in services.values():
                 service.assert_alive()
-            return _end_offset_total(p.settings, output)
+            return _end_offset_total(p.settings, output[victim])
         killed_at = []
-        for kill, threshold in enumerate(KILL_AT):
-            killed_at.append(wait_until(lambda: output_count() >= threshold and output_count(), 240,
-                                        f"{victim} to be past {threshold:,} records", interval=0.05))
+        for kill, (victim, threshold) in enumerate(KILLS):
+            killed_at.append((victim, wait_until(
+                lambda: output_count(victim) >= threshold and output_count(victim), 240,
+                f"{victim} to be past {threshold:,} records", interval=0.05)))
             services[victim].kill()
             if kill == 0:
                 p.send_alerts(alerts[6000:])
             services[victim].start()
-        print(f"{victim} killed at {killed_at} records of {output}")
+        print(f"killed at (service, records in its output topic): {killed_at}")
+        # every kill in the middle of the work: 10,000 enriched alerts, 11,000 case versions (one per
+        # alert and one per closing), duplicates not counted
+        assert all(at < {"enricher": 10_000, "cases": 11_000}[victim] for victim, at in killed_at), killed_at
 
         def all_enriched():
-            output_count()
+            output_count("enricher")
             seen = set(enriched_by_id(p.enriched()))
             return seen if seen >= ids else None
         wait_until(all_enriched, 300, "all 10,000 alerts enriched after the restarts", interval=1.0)
@@ -332,7 +337,7 @@ def test_service_killed_mid_stream_loses_and_duplicates_nothing(victim, stack, r
         assert set(by_id) == ids                                    # nothing lost, nothing invented
 
         def all_in_cases():
-            output_count()
+            output_count("cases")
             open_cases = redis_sync.zrange(f"{p.namespace}:cases:open", 0, -1)
             return len(open_cases) == cards and all(
                 json.loads(c)["alert_count"] == per_card // 2
@@ -342,7 +347,7 @@ def test_service_killed_mid_stream_loses_and_duplicates_nothing(victim, stack, r
         in_cases = Counter(a for case in latest.values() for a in case["alert_ids"])
         missing = ids - set(in_cases)
         assert not missing, f"{len(missing)} alerts in no case, e.g. {sorted(missing)[:3]}"
-        assert set(in_cases) == ids and set(in_cases.values()) == {1}   # each alert in exactly one case
+        assert set(in_cases.values()) == {1}                        # each alert in exactly one case
         assert len(latest) == 2 * cards
         assert Counter(c["status"] for c in latest.values()) == {"closed": cards, "open": cards}
     finally:

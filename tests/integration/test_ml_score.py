@@ -75,14 +75,14 @@ def _stream_features(spark, batches: list[pd.DataFrame], table: pd.DataFrame, wo
 
 
 def test_features_are_the_same_on_the_batch_static_and_streaming_paths(spark, world, tmp_path):
-    subset = _days(world, 6, 39)
+    subset = _days(world, 6, 35)
     subset = subset[subset["customer_id"].isin(sorted(subset["customer_id"].unique())[:60])]
     table = world["table"]
     batch = fx.build_features(subset, table).sort_values("txn_id").reset_index(drop=True)
 
     static = _as_frame(features_frame(harness.transactions_frame(spark, to_contract(subset)), table).collect())
     day = fx.day_of(fx.to_ms(subset["event_time"]))
-    parts = [subset[day < world["d0"] + 30]] + [subset[day == world["d0"] + d] for d in range(30, 40)]
+    parts = [subset[day < world["d0"] + 30]] + [subset[day == world["d0"] + d] for d in range(30, 36)]
     streamed = _stream_features(spark, parts, table, tmp_path)
 
     assert len(batch) == len(static) == len(streamed) == len(subset)
