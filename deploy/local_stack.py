@@ -207,6 +207,21 @@ def port_open(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+def free_ports(first: int, last: int, width: int = 1, host: str = "127.0.0.1") -> int:
+    """The lowest port ``p`` in ``[first, last)`` (steps of ``width``) with ``p .. p + width - 1`` all free.
+
+    Give a server that is stopped and restarted a port *below* the kernel's ephemeral range (Linux:
+    32768-60999). Clients that keep reconnecting to a stopped server on an ephemeral-range port are
+    eventually handed that very port as their own source port and connect to themselves (TCP
+    simultaneous open); the restarted server then fails with "Address already in use" (seen in the
+    chaos suite's broker restart on 39092).
+    """
+    for port in range(first, last, width):
+        if not any(port_open(host, p) for p in range(port, port + width)):
+            return port
+    raise StackError(f"no {width} free consecutive port(s) on {host} between {first} and {last}")
+
+
 # --------------------------------------------------------------------------------------------
 # Kafka
 # --------------------------------------------------------------------------------------------

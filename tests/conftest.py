@@ -86,11 +86,10 @@ def private_broker(settings, tmp_path_factory):
     """A second, throw-away Kafka broker on its own ports and data folder, for tests that stop,
     restart or break the broker without disturbing the shared one. Yields its ``Settings``; the
     ``KafkaBroker`` handle is ``private_broker.broker``."""
-    from deploy.local_stack import KafkaBroker, port_open
+    from deploy.local_stack import KafkaBroker, free_ports
     from deploy.topics import create_project_topics
 
-    port = next(p for p in range(29092, 29192, 2) if not port_open("127.0.0.1", p) and
-                not port_open("127.0.0.1", p + 1))
+    port = free_ports(29092, 29192, width=2)
     private = settings.replace(kafka_bootstrap=f"127.0.0.1:{port}", local_kafka_controller_port=port + 1,
                                run_dir=tmp_path_factory.mktemp("private-broker"), local_kafka_heap="512m")
     broker = KafkaBroker(private)
@@ -114,10 +113,9 @@ def secure_broker(settings, tmp_path_factory):
     (SCRAM-SHA-512 users and a CA generated at start, see deploy/broker_security.py). Yields the
     client ``Settings``: bootstrap, security protocol, mechanism, user name, password and CA file.
     No topics: tests create their own."""
-    from deploy.local_stack import KafkaBroker, port_open
+    from deploy.local_stack import KafkaBroker, free_ports
 
-    port = next(p for p in range(29192, 29292, 2) if not port_open("127.0.0.1", p) and
-                not port_open("127.0.0.1", p + 1))
+    port = free_ports(29192, 29292, width=2)
     private = settings.replace(kafka_bootstrap=f"127.0.0.1:{port}", local_kafka_controller_port=port + 1,
                                run_dir=tmp_path_factory.mktemp("secure-broker"), local_kafka_heap="512m")
     broker = KafkaBroker(private, secure=True)

@@ -134,10 +134,11 @@ def private_stack(base: Settings, run_dir: Path) -> Settings:
     dashboard, and its own run folder."""
     from tests.e2e.targets import _free_port
 
-    kafka = next(p for p in range(39092, 39292, 2) if not local_stack.port_open("127.0.0.1", p)
-                 and not local_stack.port_open("127.0.0.1", p + 1))
+    # Below the ephemeral port range: the broker and Redis are restarted (see local_stack.free_ports).
+    kafka = local_stack.free_ports(28092, 28192, width=2)
+    redis_port = local_stack.free_ports(26479, 26579)
     return base.replace(kafka_bootstrap=f"127.0.0.1:{kafka}", local_kafka_controller_port=kafka + 1,
-                        redis_url=f"redis://127.0.0.1:{_free_port()}/0", dashboard_port=_free_port(),
+                        redis_url=f"redis://127.0.0.1:{redis_port}/0", dashboard_port=_free_port(),
                         run_dir=run_dir, checkpoint_root=run_dir / "checkpoints", local_kafka_heap="512m")
 
 
