@@ -5,7 +5,7 @@ start-up is outside every measurement).
 
 ``PLAN.json``: ``{"mode": "throughput" | "live", "runs": [{"name", "detectors", "shared", "sink",
 "with_dlq", "topic", "alerts_topic", "dlq_topic", "markers_topic", "expected_rows", "timeout_s",
-"max_offsets_per_trigger"}]}``.
+"max_offsets_per_trigger", "params": {detector: {parameter: value}}}]}``.
 
 throughput: the runs, one after the other in this JVM, each with a fresh checkpoint, reading its topic
 from the earliest offset until every query has read ``expected_rows`` (or ``timeout_s`` passed: then the
@@ -171,7 +171,8 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
-    detectors = [registry.get(n) for n in run["detectors"]]
+    changes = run.get("params", {})
+    detectors = [registry.get(n).with_params(**changes.get(n, {})) for n in run["detectors"]]
     options = RunOptions(sink=run["sink"], shared=run["shared"], with_dlq=run.get("with_dlq", True),
                          max_offsets_per_trigger=run.get("max_offsets_per_trigger"),
                          checkpoint_root=tmp / f"ckpt-{run['name']}-{time.monotonic_ns()}")
@@ -193,7 +194,10 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
     finally:
         for q in queries:
             q.stop()
-    result = summarize(collector.of(set(names)), names, expected)
+    events = collector.of(set(names))
+    # every progress event as Spark reported it, for a closer look at a run (durationMs, state operators)
+    (tmp / f"{run['name']}.progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    result = summarize(events, names, expected)
     result.update({"name": run["name"], "capped": capped, "wall_s_with_startup": round(time.monotonic() - started, 1),
                    "rss_peak_bytes": dict(sampler.peak), "rss_last_bytes": dict(sampler.last),
                    "load_avg": os.getloadavg()})
@@ -208,7 +212,8 @@ def run_live(spark, collector, run: dict, settings, tmp: Path, out: Path) -> dic
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
-    detectors = [registry.get(n) for n in run["detectors"]]
+    changes = run.get("params", {})
+    detectors = [registry.get(n).with_params(**changes.get(n, {})) for n in run["detectors"]]
     options = RunOptions(sink=run["sink"], shared=run["shared"], with_dlq=run.get("with_dlq", True),
                          max_offsets_per_trigger=None, checkpoint_root=tmp / f"ckpt-live-{run['name']}")
     queries = start_detectors(spark, detectors, s, options)

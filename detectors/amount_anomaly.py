@@ -12,22 +12,27 @@ card's previous transaction: a burst of rapid charges (a card-testing script, a 
 swipe) is one observation of the card's behaviour, not ten, so it cannot swamp the median of a young
 card's history. Such a charge is still scored.
 
-Operator: per-card Python state, ``applyInPandasWithState`` with ``GroupStateTimeout.EventTimeTimeout``.
+Operator: Python state, ``applyInPandasWithState`` with ``GroupStateTimeout.EventTimeTimeout``.
 Why not native: the statistic is over the card's last *N transactions* (not a time window), and the
 history must outlive any window (a card used weekly still has a history). A native formulation would be
 a stream-stream self-join of every transaction with the card's earlier ones over the whole history
 horizon followed by a per-transaction percentile aggregation: its state would be every transaction of
 the horizon (days) instead of one small array per card, and Spark cannot finalise an aggregation keyed
-by txn_id after a join without an extra time window. So per-key state it is, kept lean: one row per card
-holding a fixed-size array of at most ``history_size`` amounts and the last event time, evicted by an
-event-time timeout ``history_ttl_hours`` after the card's last transaction. Rows behind the previous
-batch's watermark are filtered (and counted) by the operator because the timeout is event-time based; a
-row that slips between that and the current watermark never sets a timeout behind it
-(``detectors/state_timeouts.py``). Cost (spark-notes.md):
-about 0.5-0.85 ms per distinct card per micro-batch, the price of this design at high card counts.
+by txn_id after a join without an extra time window. So Python state it is, kept lean: at most
+``history_size`` amounts and the last event time per card, the card forgotten ``history_ttl_hours`` of
+event time after its last transaction.
 
-On a static DataFrame (tests, backtests) the same per-card function runs through ``applyInPandas`` with
-an empty starting history, so both paths compute the same alerts for the same ordered input. Within a
+Grouped by bucket, not by card: Spark's Python stateful operators pay about 0.5-0.85 ms per group per
+micro-batch (spark-notes.md), so one group per card took this detector to ~1.4k transactions/s at 100k
+cards. The state is grouped by ``pmod(hash(card_id), state_buckets)``; a bucket's row holds all its
+cards (``detectors/amount_histories.py``), its event-time timeout is due when its longest-idle card is to
+be forgotten, and each call forgets the cards idle past the TTL. Rows behind the previous batch's
+watermark are filtered (and counted) by the operator because the timeout is event-time based; a row that
+slips between that and the current watermark never sets a timeout behind it
+(``detectors/state_timeouts.py``). State rows in Spark's progress are buckets, not cards.
+
+On a static DataFrame (tests, backtests) the same bucket function runs through ``applyInPandas`` with
+empty starting histories, so both paths compute the same alerts for the same ordered input. Within a
 micro-batch a card's transactions are taken in event-time order; a transaction arriving in a later batch
 than newer ones of the same card (allowed within the watermark) joins the history in arrival order.
 """
@@ -44,6 +49,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import _compat
+from detectors.amount_histories import STATE_SCHEMA, CardHistories
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
 from detectors.state_timeouts import timeout_after
 
@@ -90,15 +96,19 @@ class AmountAnomalyParams:
     """A card's history is forgotten after 30 days without a transaction (event time): that bounds the
     state to the cards active in the last month."""
 
+    state_buckets: int = 64
+    """Cards share 64 state rows (by a hash of card_id): Spark's Python state pays ~0.5-0.85 ms per group
+    per micro-batch, so per-card groups cost ~1 minute per 100k-card batch and buckets cost ~50 ms; 64
+    keeps each bucket's state small (~1/64 of the active cards) and spreads over many more cores than
+    two. Changing it needs a fresh checkpoint."""
+
 
 # The scored transaction's own columns (its id, time and trigger context), then the statistics.
 _CARRIED = ["card_id", "txn_id", "event_time", *TRIGGER_COLUMNS]
 OUTPUT_SCHEMA = ("card_id string, txn_id string, event_time timestamp, " + TRIGGER_DDL
                  + ", median double, mad double, robust_z double, ratio double, history_count long")
-# The recent amounts are kept as little-endian float64 bytes: PySpark 4.0.0 cannot hand array-typed
-# state back from the JVM to Python ("couldn't introspect javabean"), and bytes are compact anyway.
-STATE_SCHEMA = "amounts binary, last_event_ms long"
 _OUTPUT_COLUMNS = [part.split()[0] for part in OUTPUT_SCHEMA.split(", ")]
+_STATISTICS = ["median", "mad", "robust_z", "ratio", "history_count"]
 
 
 def score_amounts(history: np.ndarray, amounts: np.ndarray, params: AmountAnomalyParams,
@@ -147,61 +157,64 @@ def _event_ms(pdf: pd.DataFrame) -> np.ndarray:
     return times.to_numpy(dtype="datetime64[ms]").astype(np.int64)
 
 
-def _score_frame(history: np.ndarray, pdf: pd.DataFrame, params: AmountAnomalyParams,
-                 previous_ms: int | None = None) -> tuple[pd.DataFrame | None, np.ndarray, int]:
-    """Score one card's transactions: (the anomalies or None, the new history, the newest event time).
+def score_bucket(histories: CardHistories, pdf: pd.DataFrame, params: AmountAnomalyParams) -> pd.DataFrame | None:
+    """Score the transactions of many cards against their histories and learn them (``histories`` is updated).
 
-    Called once per card per micro-batch, mostly with a single row: plain numpy, and a DataFrame only
-    for the rare anomaly (pandas' sort and an empty frame per card cost ~10x the scoring itself).
+    Each card's transactions are taken in event-time order, ties by txn_id. Returns the anomalies (the
+    scored transaction's ``_CARRIED`` columns and the statistics) or None.
     """
-    times, amounts = _event_ms(pdf), pdf["amount"].to_numpy(dtype=float)
-    if len(pdf) > 1:   # the card's transactions of this batch in event-time order, ties by txn_id
-        ids = pdf["txn_id"].to_numpy()
-        order = sorted(range(len(pdf)), key=lambda i: (times[i], ids[i]))
-        pdf, times, amounts = pdf.iloc[order], times[order], amounts[order]
-    found, new_history = score_amounts(history, amounts, params, times, previous_ms)
-    newest_ms = int(times.max())
-    if not found:
-        return None, new_history, newest_ms
-    out = pdf.iloc[[f[0] for f in found]][_CARRIED].reset_index(drop=True)
-    out = out.assign(median=[f[1] for f in found], mad=[f[2] for f in found], robust_z=[f[3] for f in found],
-                     ratio=[f[4] for f in found], history_count=[f[5] for f in found])
-    return out, new_history, newest_ms
+    pdf = pdf.assign(_ms=_event_ms(pdf)).sort_values(["card_id", "_ms", "txn_id"], kind="stable")
+    cards, times = pdf["card_id"].to_numpy(), pdf["_ms"].to_numpy()
+    amounts = pdf["amount"].to_numpy(dtype=float)
+    starts = np.concatenate(([0], np.flatnonzero(cards[1:] != cards[:-1]) + 1)) if len(pdf) else np.empty(0, int)
+    found_rows, stats = [], []
+    for start, end in zip(starts, [*starts[1:], len(pdf)]):
+        card = cards[start]
+        history, previous_ms = histories.get(card)
+        found, new_history = score_amounts(history, amounts[start:end], params, times[start:end], previous_ms)
+        newest_ms = int(times[start:end].max())
+        histories.put(card, new_history, newest_ms if previous_ms is None else max(previous_ms, newest_ms))
+        found_rows += [start + f[0] for f in found]
+        stats += [f[1:] for f in found]
+    if not found_rows:
+        return None
+    out = pdf.iloc[found_rows][_CARRIED].reset_index(drop=True)
+    return out.assign(**{name: [s[i] for s in stats] for i, name in enumerate(_STATISTICS)})
 
 
 def _streaming_function(params: AmountAnomalyParams):
     ttl_ms = int(params.history_ttl_hours * 3600 * 1000)
 
-    def per_card(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
+    def per_bucket(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
         _compat.install()              # no-op once installed; makes the worker import this module first
-        if state.hasTimedOut:          # no transaction for history_ttl_hours of event time: forget the card
+        histories = CardHistories.decode(state.get) if state.exists else CardHistories()
+        frames = [] if state.hasTimedOut else [f for f in frames if len(f)]
+        out = score_bucket(histories, pd.concat(frames, ignore_index=True), params) if frames else None
+        # No transaction for history_ttl_hours of event time: forget the card (not one seen just now).
+        histories.forget_idle(state.getCurrentWatermarkMs() - ttl_ms)
+        if len(histories) == 0:
             state.remove()
-            return
-        frames = list(frames)
-        pdf = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        history, last_ms = (np.frombuffer(state.get[0], dtype="<f8"), int(state.get[1])) if state.exists \
-            else (np.empty(0), 0)
-        out, new_history, newest_ms = _score_frame(history, pdf, params, last_ms if state.exists else None)
-        last_ms = max(last_ms, newest_ms)
-        state.update((new_history.astype("<f8").tobytes(), last_ms))
-        state.setTimeoutTimestamp(timeout_after(state, last_ms + ttl_ms))
+        else:
+            state.update(histories.encode())
+            # Called again when the longest-idle card is due to be forgotten.
+            state.setTimeoutTimestamp(timeout_after(state, histories.oldest_last_ms() + ttl_ms))
         if out is not None:
             yield out
 
-    return per_card
+    return per_bucket
 
 
 def _static_function(params: AmountAnomalyParams):
-    def per_card(pdf: pd.DataFrame) -> pd.DataFrame:
-        out = _score_frame(np.empty(0), pdf, params)[0]
+    def per_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
+        out = score_bucket(CardHistories(), pdf, params) if len(pdf) else None
         return pd.DataFrame(columns=_OUTPUT_COLUMNS) if out is None else out
 
-    return per_card
+    return per_bucket
 
 
 def detect(transactions: DataFrame, params: AmountAnomalyParams) -> DataFrame:
-    columns = transactions.select(*_CARRIED)
-    grouped = columns.groupBy("card_id")
+    bucket = F.pmod(F.hash("card_id"), F.lit(params.state_buckets)).alias("bucket")
+    grouped = transactions.select(*_CARRIED, bucket).groupBy("bucket")
     if transactions.isStreaming:
         found = grouped.applyInPandasWithState(_streaming_function(params), OUTPUT_SCHEMA, STATE_SCHEMA,
                                                "append", GroupStateTimeout.EventTimeTimeout)
@@ -226,7 +239,8 @@ def detect(transactions: DataFrame, params: AmountAnomalyParams) -> DataFrame:
 DETECTOR = Detector(
     name="amount_anomaly",
     # 1.1.0: charges less than history_min_gap_seconds after the previous one no longer join the history.
-    version="1.1.0",
+    # 2.0.0: state kept per bucket of cards (same alerts; checkpoints of 1.x cannot be resumed).
+    version="2.0.0",
     description="an amount far outside the card's own recent history (median/MAD)",
     # History is taken in arrival order, so keep out-of-order tolerance modest: two minutes.
     watermark="2 minutes",

@@ -56,4 +56,4 @@ async def write_stats():
 
 
 if __name__ == "__main__":
-    run_cli(app)
+    run_cli(app, settings)

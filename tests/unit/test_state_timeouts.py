@@ -2,7 +2,7 @@
 
 Spark drops late rows with the previous micro-batch's watermark but checks timeouts against the
 current one, so such a row can arrive (found by the chaos suite: a valid transaction dated 2001 as the
-first row of a new key). The per-key functions of ``amount_anomaly`` and of ``ml_score``'s customer
+first row of a new key). The per-key functions of ``amount_anomaly`` (per bucket of cards) and of ``ml_score``'s customer
 features run here with PySpark's own ``GroupState``, as its Python worker builds it.
 """
 
@@ -44,9 +44,9 @@ def test_a_timeout_is_never_set_behind_the_watermark():
 
 def test_amount_anomaly_keeps_running_on_a_row_far_behind_the_watermark():
     state = fresh_state()
-    per_card = amount_anomaly._streaming_function(amount_anomaly.AmountAnomalyParams())
+    per_bucket = amount_anomaly._streaming_function(amount_anomaly.AmountAnomalyParams())
     frame = very_late_row()[amount_anomaly._CARRIED]
-    assert list(per_card(("card-old",), iter([frame]), state)) == []     # no history: no alert
+    assert list(per_bucket((7,), iter([frame]), state)) == []     # no history: no alert
     assert state.getCurrentWatermarkMs() < state._timeout_timestamp
 
 
