@@ -230,6 +230,7 @@ def run_live(spark, collector, run: dict, settings, tmp: Path, out: Path) -> dic
     for q in queries:
         q.stop()
     events = collector.of({q.name for q in queries})
+    (tmp / f"{run['name']}.live.progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     return {"name": run["name"], "batches": [
         {"t": _ts(e["timestamp"]), "rows": e.get("numInputRows", 0),
          "ms": (e.get("durationMs") or {}).get("triggerExecution")} for e in events]}
