@@ -164,15 +164,26 @@ def summarize(events: list[dict], names: list[str], expected: int) -> dict:
             "steady_tx_per_second": steady, "complete": rows_all >= expected}
 
 
+def _detectors(run: dict) -> list:
+    """The run's detectors, with the parameters the variant changes."""
+    from detectors import registry
+
+    changes = run.get("params", {})
+    return [registry.get(n).with_params(**changes.get(n, {})) for n in run["detectors"]]
+
+
+def _keep_progress(path: Path, events: list[dict]) -> None:
+    """Every progress event as Spark reported it, for a closer look at a run (durationMs, state operators)."""
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+
+
 def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) -> dict:
     from common.waiting import wait_until
-    from detectors import registry
     from detectors.runner import RunOptions, start_detectors
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
-    changes = run.get("params", {})
-    detectors = [registry.get(n).with_params(**changes.get(n, {})) for n in run["detectors"]]
+    detectors = _detectors(run)
     options = RunOptions(sink=run["sink"], shared=run["shared"], with_dlq=run.get("with_dlq", True),
                          max_offsets_per_trigger=run.get("max_offsets_per_trigger"),
                          checkpoint_root=tmp / f"ckpt-{run['name']}-{time.monotonic_ns()}")
@@ -195,8 +206,7 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
         for q in queries:
             q.stop()
     events = collector.of(set(names))
-    # every progress event as Spark reported it, for a closer look at a run (durationMs, state operators)
-    (tmp / f"{run['name']}.progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    _keep_progress(tmp / f"{run['name']}.progress.jsonl", events)
     result = summarize(events, names, expected)
     result.update({"name": run["name"], "capped": capped, "wall_s_with_startup": round(time.monotonic() - started, 1),
                    "rss_peak_bytes": dict(sampler.peak), "rss_last_bytes": dict(sampler.last),
@@ -207,13 +217,11 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
 
 
 def run_live(spark, collector, run: dict, settings, tmp: Path, out: Path) -> dict:
-    from detectors import registry
     from detectors.runner import RunOptions, start_detectors
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
-    changes = run.get("params", {})
-    detectors = [registry.get(n).with_params(**changes.get(n, {})) for n in run["detectors"]]
+    detectors = _detectors(run)
     options = RunOptions(sink=run["sink"], shared=run["shared"], with_dlq=run.get("with_dlq", True),
                          max_offsets_per_trigger=None, checkpoint_root=tmp / f"ckpt-live-{run['name']}")
     queries = start_detectors(spark, detectors, s, options)
@@ -230,7 +238,7 @@ def run_live(spark, collector, run: dict, settings, tmp: Path, out: Path) -> dic
     for q in queries:
         q.stop()
     events = collector.of({q.name for q in queries})
-    (tmp / f"{run['name']}.live.progress.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    _keep_progress(tmp / f"{run['name']}.live.progress.jsonl", events)
     return {"name": run["name"], "batches": [
         {"t": _ts(e["timestamp"]), "rows": e.get("numInputRows", 0),
          "ms": (e.get("durationMs") or {}).get("triggerExecution")} for e in events]}

@@ -14,6 +14,8 @@ import json
 
 import numpy as np
 
+# Numbers as little-endian bytes, not arrays: PySpark 4.0.0 cannot hand array-typed state back from the JVM
+# to Python ("couldn't introspect javabean"), and bytes are compact anyway.
 STATE_SCHEMA = "cards string, last_ms binary, lengths binary, amounts binary"
 
 

@@ -17,7 +17,6 @@ from detectors.amount_anomaly import AmountAnomalyParams, score_amounts
 from detectors.amount_histories import CardHistories
 
 T0 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
-DAY_MS = 24 * 3600 * 1000
 PARAMS = AmountAnomalyParams()
 TTL_MS = int(PARAMS.history_ttl_hours * 3600 * 1000)
 
