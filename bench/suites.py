@@ -34,6 +34,7 @@ class Sizes:
     count: int                         # transactions pre-loaded per card population
     cards: list[int]
     max_offsets: int
+    large_batch: int                   # maxOffsetsPerTrigger of the *_large_batches variant
     spark_timeout_s: float             # cap per Spark variant (then: rate over what was read, "capped")
     slow_timeout_s: float              # cap for the all-detector variants (per-key Python state)
     baseline_timeout_s: float
@@ -47,15 +48,16 @@ class Sizes:
     @classmethod
     def for_mode(cls, quick: bool) -> "Sizes":
         # 25k-row batches: each micro-batch pays ~1 s of planning and state-store commits, which smaller
-        # batches do not amortise; at the measured 3-6k tx/s a batch still takes 5-8 s, so every variant
-        # gets several batches within its cap.
+        # batches do not amortise; at the measured 5-15k tx/s a batch still takes 2-5 s, so every variant
+        # gets several batches within its cap. One variant reads 100k per batch (two batches of the 200k):
+        # what a query that has fallen behind does (make demo's queries read up to 200k per batch).
         if quick:
-            return cls(count=20_000, cards=[10_000, 100_000], max_offsets=10_000, spark_timeout_s=45,
-                       slow_timeout_s=45, baseline_timeout_s=90, latency_loads=[1000, 2000],
+            return cls(count=20_000, cards=[10_000, 100_000], max_offsets=10_000, large_batch=20_000,
+                       spark_timeout_s=45, slow_timeout_s=45, baseline_timeout_s=90, latency_loads=[1000, 2000],
                        latency_window_s=10, latency_warmup_s=5, eo_rounds=1, producer_count=20_000,
                        producer_rounds=1)
-        return cls(count=100_000, cards=[10_000, 100_000, 1_000_000], max_offsets=25_000, spark_timeout_s=90,
-                   slow_timeout_s=120, baseline_timeout_s=120, latency_loads=[1000, 2000, 5000, 20000],
+        return cls(count=200_000, cards=[10_000, 100_000, 1_000_000], max_offsets=25_000, large_batch=100_000,
+                   spark_timeout_s=90, slow_timeout_s=120, baseline_timeout_s=120, latency_loads=[1000, 2000, 5000, 20000],
                    latency_window_s=20, latency_warmup_s=5, eo_rounds=1, producer_count=50_000,
                    producer_rounds=2)
 
@@ -171,6 +173,7 @@ SPARK_VARIANTS = {
     "spark_all_per_query": (ALL_DETECTORS, False, "exactly-once"),
     "spark_native_shared": (NATIVE_DETECTORS, True, "exactly-once"),
     "spark_all_shared_card_groups": (ALL_DETECTORS, True, "exactly-once"),
+    "spark_all_shared_large_batches": (ALL_DETECTORS, True, "exactly-once"),
 }
 # Detector parameters a variant changes. amount_anomaly with ~2^31 state buckets has one state group per
 # card, as before version 2.0.0: the side-by-side figure for grouping its Python state by bucket.
@@ -189,9 +192,9 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
             "params": VARIANT_PARAMS.get(name, {}),
             "topic": data["topic"], **run.outputs(name), "expected_rows": expected or data["truth"]["transactions"],
             "timeout_s": timeout or (run.sizes.slow_timeout_s if slow else run.sizes.spark_timeout_s),
-            # the same batch size for every variant (until amount_anomaly 2.0.0 kept one state group per card,
-            # its variants ran half-size batches to complete some within the cap)
-            "max_offsets_per_trigger": run.sizes.max_offsets}
+            # the same batch size for every variant but the one that measures larger batches
+            "max_offsets_per_trigger": run.sizes.large_batch if name.endswith("_large_batches")
+            else run.sizes.max_offsets}
 
 
 def run_spark_plan(run: BenchRun, label: str, plan_runs: list[dict], budget_s: float) -> dict:

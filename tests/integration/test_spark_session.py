@@ -1,0 +1,14 @@
+"""The project's SparkSession as the Python workers see it."""
+
+from __future__ import annotations
+
+
+def _worker_has_lazy_zip_reset(_):
+    import zipimport
+
+    return bool(getattr(zipimport.zipimporter, "_fraud_lazy_reset", False))
+
+
+def test_python_workers_start_from_the_project_daemon(spark):
+    """Every Python task runs in a worker forked from common/pyspark_daemon.py (spark.python.daemon.module)."""
+    assert spark.sparkContext.parallelize([0, 1], 2).map(_worker_has_lazy_zip_reset).collect() == [True, True]
