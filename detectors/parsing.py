@@ -56,8 +56,11 @@ def _extract(raw: DataFrame) -> DataFrame:
     df = df.select("*", F.expr("array_size(try_variant_get(_wrapped, '$', 'array<variant>'))").alias("_values"),
                    F.expr("variant_get(_wrapped, '$[0]')").alias("_v"))
     fields = C.REQUIRED_FIELDS + C.OPTIONAL_FIELDS
+    # A valid, single JSON value is an object exactly when its text starts with "{" after JSON whitespace:
+    # the root's type name (schema_of_variant walks the whole value) is only worked out for the others.
+    is_object = F.expr("substring(trim(LEADING ' \t\n\r' FROM CAST(value AS STRING)), 1, 1) = '{'")
     df = df.select(
-        "*", F.expr("schema_of_variant(_v)").alias("_t_root"),
+        "*", F.when(is_object, F.lit("OBJECT")).otherwise(F.expr("schema_of_variant(_v)")).alias("_t_root"),
         *[F.expr(f"schema_of_variant(variant_get(_v, '$.{name}'))").alias(f"_t_{name}") for name in fields],
         *[F.expr(f"try_variant_get(_v, '$.{name}', 'string')").alias(f"_s_{name}") for name in _STRING_FIELDS],
         F.expr("try_variant_get(_v, '$.amount', 'double')").alias("_amount"),

@@ -62,6 +62,8 @@ def kafka_record(rng: random.Random) -> tuple[bytes | None, bytes]:
             value.replace(b"{", b'{"txn_id":"dup",', 1), b"", b"null", b"[]", b"42", b'"text"',
             value[:-1] + b',"padding":"' + b"x" * MAX_VALUE_BYTES + b'"}', b"{'single': 'quotes'}",
             value.replace(b'"amount":', b'"amount":NaN,"x":', 1), value + b"\n",
+            # JSON whitespace before the value: an object is still one, a list still is not
+            b" \t\r\n" + value, b"\n [1, 2]", b"\t\"{not an object}\"",
         ])
     elif kind == "shape":
         value = _dump([txn]) if rng.random() < 0.5 else _dump({"transaction": txn})

@@ -12,3 +12,11 @@ def _worker_has_lazy_zip_reset(_):
 def test_python_workers_start_from_the_project_daemon(spark):
     """Every Python task runs in a worker forked from common/pyspark_daemon.py (spark.python.daemon.module)."""
     assert spark.sparkContext.parallelize([0, 1], 2).map(_worker_has_lazy_zip_reset).collect() == [True, True]
+
+
+def test_the_jvm_compiles_huge_generated_methods(spark):
+    """The validation's generated code is a huge method: without the flag HotSpot would interpret it."""
+    from common.spark import JIT_HUGE_METHODS
+
+    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    assert JIT_HUGE_METHODS in list(runtime.getInputArguments())
