@@ -44,6 +44,12 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         # batch; without it 1-1.3 s (measured on double_swipe, 50k-row batches). The rule only adds
         # redundant isnotnull filters here, so it is switched off.
         "spark.sql.constraintPropagation.enabled": "false",
+        # The runner's shared exchange (detectors.runner.read_once) carries one struct that every branch of
+        # a query reads; pruning its fields per branch would make the branches' exchanges differ, and only
+        # identical exchanges are reused: each branch would scan and validate the batch again. Nothing
+        # here reads nested columns from files, which is what these two rules are for.
+        "spark.sql.optimizer.expression.nestedPruning.enabled": "false",
+        "spark.sql.optimizer.nestedSchemaPruning.enabled": "false",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

@@ -30,8 +30,8 @@ from pyspark.errors import StreamingQueryException
 
 from common.kafka_clients import spark_kafka_options
 from common.settings import Settings, get_settings
-from detectors.base import Detector
-from detectors.parsing import invalid_records, valid_transactions, with_validation
+from detectors.base import TRANSACTION_SCHEMA, Detector
+from detectors.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
 from sinks.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from sinks.dlq import dlq_values
 
@@ -93,21 +93,31 @@ def alert_rows(alerts: DataFrame, settings: Settings, sink: str) -> DataFrame:
 
 
 def dlq_rows(checked: DataFrame, settings: Settings) -> DataFrame:
+    """Dead-letter records of ``checked`` (validated rows, or ``read_once`` of them)."""
     return dlq_values(invalid_records(checked)).select(
         F.lit("dlq").alias("kind"), F.lit(settings.topic_dlq).alias("topic"), "key", "value")
 
 
 def read_once(checked: DataFrame, settings: Settings) -> DataFrame:
-    """The validated records behind one shuffle, so that every detector branch of a query reads them once.
+    """The validated records behind one shuffle, so that every branch of a query reads them once.
 
-    Spark plans each branch of a query (each detector of the shared query, each side of a self-join)
-    down to its own scan of the micro-batch, and a streaming plan cannot be cached: the four built-in
-    detectors read and validated every record six times. An exchange that several branches share is
-    planned once and reused (ReuseExchange), so the topic is read and validated once; the detectors'
-    own shuffles follow it. The dead-letter branch keeps its own scan (it needs the raw record's
-    columns, so column pruning gives it a different exchange). Measured in the README (Performance).
+    Spark plans each branch of a query (each detector of the shared query, each side of a self-join, the
+    dead-letter branch) down to its own scan of the micro-batch, and a streaming plan cannot be cached:
+    the four built-in detectors read and validated every record seven times. An exchange that several
+    branches share is planned once and reused (ReuseExchange), so the topic is read and validated once.
+
+    Only identical exchanges are reused, and column pruning would give each branch an exchange of just
+    the columns it reads. So the exchange carries one struct of everything any branch needs (the
+    transaction columns, the reason, and the raw record for invalid ones only) and is unpacked after it;
+    ``common.spark`` switches off the nested-field pruning that would take the struct apart again.
+    Measured in the README (Performance).
     """
-    return checked.repartition(settings.spark_shuffle_partitions, "key")
+    invalid = F.col("_reason").isNotNull()
+    record = F.struct(F.col("_reason"), *[F.col(name) for name in TRANSACTION_SCHEMA.fieldNames()],
+                      *[F.when(invalid, F.col(name)).alias(name) for name in RAW_COLUMNS if name != "key"])
+    return (checked.select("key", record.alias("_record"))
+            .repartition(settings.spark_shuffle_partitions, "key")
+            .select("key", "_record.*"))
 
 
 def detector_alerts(checked: DataFrame, detector: Detector) -> DataFrame:
@@ -148,11 +158,10 @@ def start_dlq_query(spark: SparkSession, settings: Settings, options: RunOptions
 def start_shared_query(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
                        options: RunOptions):
     """All detectors and the dead-letter branch over one read of the topic, one transaction per batch."""
-    checked = validated(read_transactions(spark, settings, options), "shared")
-    once = read_once(checked, settings)
+    once = read_once(validated(read_transactions(spark, settings, options), "shared"), settings)
     parts = [alert_rows(detector_alerts(once, d), settings, options.sink) for d in detectors]
     if options.with_dlq:
-        parts.append(dlq_rows(checked, settings))
+        parts.append(dlq_rows(once, settings))
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)

@@ -20,7 +20,9 @@ from common.contracts import ContractError, alert_id, decode_transaction
 from common.kafka_io import make_producer, read_topic
 from detectors.parsing import with_validation
 from detectors.runner import RunOptions, start_detectors
-from tests.strategies import kafka_records
+from detectors.base import TRANSACTION_SCHEMA
+from producers.simulator import SimConfig, Simulator
+from tests.strategies import kafka_records, valid_transaction
 
 RECORD_TIME = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
@@ -44,15 +46,42 @@ def expected_reason(key: bytes | None, value: bytes | None) -> str | None:
 @given(st.integers(0, 2**32))
 def test_spark_validation_agrees_with_the_contract(spark, seed):
     records = kafka_records(random.Random(seed), 400)
-    rows = [(key, value, "transactions", 0, offset, RECORD_TIME.replace(tzinfo=None))
-            for offset, (key, value) in enumerate(records)]
-    df = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
-                                     "timestamp timestamp")
-    got = {r.offset: r._reason for r in with_validation(df).select("offset", "_reason").collect()}
+    got = {r.offset: r._reason for r in _validated(spark, records).select("offset", "_reason").collect()}
     for offset, (key, value) in enumerate(records):
         want = expected_reason(key, value)
         reason = got[offset]
         assert (reason and reason.split(":")[0]) == want, (key, value[:300] if value else value)
+
+
+def _validated(spark, records):
+    rows = [(key, value, "transactions", 0, offset, RECORD_TIME.replace(tzinfo=None))
+            for offset, (key, value) in enumerate(records)]
+    df = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
+                                     "timestamp timestamp")
+    return with_validation(df)
+
+
+def test_both_parsing_paths_give_the_same_transactions(spark):
+    """Canonical records (what the producers write) are read by from_json, the rest through a VARIANT:
+    the same record on both paths (a leading space sends it down the general one) gives the same row."""
+    rng = random.Random(7)
+    txns = [valid_transaction(rng) for _ in range(300)]
+    txns[0].update(amount=0, lat=-0.5, lon=180)                     # integral amount, edge coordinates
+    txns[1].update(amount=12.1, lat=None, lon=None)
+    for txn in txns[2:20]:
+        txn.pop("lat"), txn.pop("lon")                              # e-commerce without coordinates
+    canonical = [(t["card_id"].encode(), json.dumps(t, separators=(",", ":")).encode()) for t in txns]
+    general = [(key, b" " + value) for key, value in canonical]
+    simulated = [(json.loads(v)["card_id"].encode(), v)
+                 for batch in Simulator(SimConfig(seed=5, customers=300)).take(300) for v in batch.values]
+    columns = ["offset", "_canonical", "_reason", *TRANSACTION_SCHEMA.fieldNames()]
+    fast = _validated(spark, canonical + simulated).select(*columns).collect()
+    slow_rows = _validated(spark, general).select(*columns).collect()
+
+    assert all(row._canonical and row._reason is None for row in fast)
+    assert not any(row._canonical for row in slow_rows) and all(row._reason is None for row in slow_rows)
+    strip = lambda row: row.asDict() | {"_canonical": None}        # noqa: E731
+    assert [strip(row) for row in fast[:len(general)]] == [strip(row) for row in slow_rows]
 
 
 @slow(max_examples=1)

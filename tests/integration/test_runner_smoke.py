@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+
+import pytest
+
 from common.kafka_io import make_producer, read_topic
 from common.contracts import ALERT_TRIGGER_FIELDS, alert_id, validate_alert
 from common.waiting import wait_until
@@ -11,7 +14,8 @@ from tests.detectors_for_tests import BIG_AMOUNT
 from tests.factories import encode, txn
 
 
-def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_path):
+@pytest.mark.parametrize("shared", [False, True], ids=["query-per-detector", "shared-query"])
+def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_path, shared):
     s = stack.replace(topic_transactions=topics("transactions", partitions=4), topic_alerts=topics("alerts", 2),
                       topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"))
     producer = make_producer(s)
@@ -24,10 +28,13 @@ def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_p
     producer.send(s.topic_transactions, key="card-00001", value=encode(txn(1000, card="card-00001", amount=-5)))
     producer.flush()
 
-    queries = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(checkpoint_root=tmp_path))
+    queries = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(checkpoint_root=tmp_path, shared=shared))
     try:
         got = wait_until(lambda: _alerts(s) if len(_alerts(s)) >= 30 else None, 120, "30 alerts")
         dlq = read_topic(s, s.topic_dlq, min_records=2, timeout=120)
+        if shared:   # the detector and the dead-letter branch read and validate each batch once
+            plan = queries[0]._jsq.explainInternal(False)
+            assert plan.count("MicroBatchScan") == 1 and plan.count("ReusedExchange") == 1, plan
     finally:
         for q in queries:
             q.stop()
