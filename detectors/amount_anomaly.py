@@ -29,7 +29,9 @@ cards (``detectors/amount_histories.py``), its event-time timeout is due when it
 be forgotten, and each call forgets the cards idle past the TTL. Rows behind the previous batch's
 watermark are filtered (and counted) by the operator because the timeout is event-time based; a row that
 slips between that and the current watermark never sets a timeout behind it
-(``detectors/state_timeouts.py``). State rows in Spark's progress are buckets, not cards.
+(``detectors/state_timeouts.py``). State rows in Spark's progress are buckets, not cards. A bucket's cards are
+scored together by array operations (``detectors/amount_scoring.py``, held to ``score_amounts`` by a
+unit test), not card by card in Python.
 
 On a static DataFrame (tests, backtests) the same bucket function runs through ``applyInPandas`` with
 empty starting histories, so both paths compute the same alerts for the same ordered input. Within a
@@ -50,6 +52,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import _compat
 from detectors.amount_histories import STATE_SCHEMA, CardHistories
+from detectors.amount_scoring import score_cards
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
 from detectors.state_timeouts import timeout_after
 
@@ -120,7 +123,8 @@ def score_amounts(history: np.ndarray, amounts: np.ndarray, params: AmountAnomal
     card's transactions before them (``None``: none): an amount less than ``history_min_gap_seconds`` after the
     transaction before it is scored but not added to the history. Without ``times_ms`` every amount joins.
     Returns the anomalies as ``(index, median, mad, robust_z, ratio, history_count)`` and the new history
-    (the last ``history_size`` amounts learnt). Pure numpy: the unit of logic, tested without Spark.
+    (the last ``history_size`` amounts learnt). The specification, amount by amount; the detector runs
+    ``amount_scoring.score_cards``, which computes the same numbers for a whole bucket of cards at once.
     """
     found = []
     past = list(history.astype(float)[-params.history_size:])
@@ -160,26 +164,24 @@ def _event_ms(pdf: pd.DataFrame) -> np.ndarray:
 def score_bucket(histories: CardHistories, pdf: pd.DataFrame, params: AmountAnomalyParams) -> pd.DataFrame | None:
     """Score the transactions of many cards against their histories and learn them (``histories`` is updated).
 
-    Each card's transactions are taken in event-time order, ties by txn_id. Returns the anomalies (the
-    scored transaction's ``_CARRIED`` columns and the statistics) or None.
+    Each card's transactions are taken in event-time order, ties by txn_id; the numbers are
+    ``score_amounts``'s, computed for all cards at once (``detectors/amount_scoring.py``). Returns the
+    anomalies (the scored transaction's ``_CARRIED`` columns and the statistics) or None.
     """
-    pdf = pdf.assign(_ms=_event_ms(pdf)).sort_values(["card_id", "_ms", "txn_id"], kind="stable")
-    cards, times = pdf["card_id"].to_numpy(), pdf["_ms"].to_numpy()
-    amounts = pdf["amount"].to_numpy(dtype=float)
-    starts = np.concatenate(([0], np.flatnonzero(cards[1:] != cards[:-1]) + 1)) if len(pdf) else np.empty(0, int)
-    found_rows, stats = [], []
-    for start, end in zip(starts, [*starts[1:], len(pdf)]):
-        card = cards[start]
-        history, previous_ms = histories.get(card)
-        found, new_history = score_amounts(history, amounts[start:end], params, times[start:end], previous_ms)
-        newest_ms = int(times[start:end].max())
-        histories.put(card, new_history, newest_ms if previous_ms is None else max(previous_ms, newest_ms))
-        found_rows += [start + f[0] for f in found]
-        stats += [f[1:] for f in found]
-    if not found_rows:
+    if not len(pdf):
         return None
-    out = pdf.iloc[found_rows][_CARRIED].reset_index(drop=True)
-    return out.assign(**{name: [s[i] for s in stats] for i, name in enumerate(_STATISTICS)})
+    pdf = pdf.assign(_ms=_event_ms(pdf)).sort_values(["card_id", "_ms", "txn_id"], kind="stable")
+    cards = pdf["card_id"].to_numpy()
+    starts = np.concatenate(([0], np.flatnonzero(cards[1:] != cards[:-1]) + 1))
+    distinct = cards[starts].tolist()
+    history, lengths, previous_ms, known = histories.lookup(distinct)
+    scored = score_cards(history, lengths, previous_ms, known, np.diff(np.append(starts, len(pdf))),
+                         pdf["_ms"].to_numpy(dtype=np.int64), pdf["amount"].to_numpy(dtype=float), params)
+    histories.put_many(distinct, scored.history, scored.history_lengths, scored.last_ms)
+    if not len(scored.found):
+        return None
+    out = pdf.iloc[scored.found][_CARRIED].reset_index(drop=True)
+    return out.assign(**{name: getattr(scored, name) for name in _STATISTICS})
 
 
 def _streaming_function(params: AmountAnomalyParams):

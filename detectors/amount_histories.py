@@ -69,6 +69,22 @@ class CardHistories:
             self._kept[i] = False
         self._put[card] = (np.asarray(history, dtype=np.float64), int(last_ms))
 
+    def lookup(self, cards: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``get`` for many cards at once: their histories laid end to end, the histories' lengths, the
+        newest event times and whether each card is known (unknown: empty history, time 0)."""
+        found = [self.get(card) for card in cards]
+        known = np.fromiter((last is not None for _, last in found), bool, len(found))
+        last_ms = np.fromiter((last or 0 for _, last in found), np.int64, len(found))
+        lengths = np.fromiter((len(history) for history, _ in found), np.int64, len(found))
+        amounts = np.concatenate([history for history, _ in found]) if found else np.empty(0)
+        return amounts.astype(np.float64, copy=False), lengths, last_ms, known
+
+    def put_many(self, cards: list[str], histories: np.ndarray, lengths: np.ndarray, last_ms: np.ndarray) -> None:
+        """``put`` for many cards: ``histories`` laid end to end, ``lengths`` long each."""
+        ends = np.cumsum(lengths)
+        for card, end, length, last in zip(cards, ends.tolist(), lengths.tolist(), last_ms.tolist()):
+            self.put(card, histories[end - length:end], last)
+
     def forget_idle(self, seen_before_ms: int) -> int:
         """Drop the decoded cards whose newest event time is before ``seen_before_ms``; how many went."""
         idle = self._kept & (self._last_ms < seen_before_ms)

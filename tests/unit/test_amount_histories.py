@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pandas as pd
+import pytest
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import amount_anomaly, samples
@@ -107,3 +108,54 @@ def test_idle_cards_are_forgotten_and_an_empty_bucket_removes_its_state():
     fourth = state_after(third, ms(later) + TTL_MS + 1, timed_out=True)
     list(per_bucket((3,), iter([]), fourth))
     assert not fourth.exists and fourth._removed
+
+
+def _random_bucket(rng: np.random.Generator):
+    """Cards with random histories (some unknown) and 1-6 new transactions each, in event-time order."""
+    cards = int(rng.integers(1, 25))
+    lengths = rng.integers(0, 12, cards)
+    history = np.round(rng.lognormal(3, 0.6, int(lengths.sum())), 2)
+    known = rng.random(cards) < 0.8
+    previous_ms = np.where(known, rng.integers(0, 10, cards) * 60_000, 0)
+    counts = rng.integers(1, 7, cards)
+    # gaps of 0-300 s: some below the learning gap; a card's first time may precede its previous one
+    # whole minutes half of the time: gaps of exactly the learning gap (120 s) occur
+    step = 60_000 if rng.random() < 0.5 else 1
+    times = np.concatenate([np.sort(rng.integers(0, 300_000 // step, n)) * step + int(p) - 120_000
+                            for n, p in zip(counts, previous_ms)])
+    amounts = np.round(rng.lognormal(3, 0.6, int(counts.sum())) * np.where(rng.random(int(counts.sum())) < 0.15, 12, 1), 2)
+    amounts[rng.random(len(amounts)) < 0.05] = 0.0
+    return history, lengths, previous_ms, known, counts, times.astype(np.int64), amounts
+
+
+# min_history=0 lets the specification take the median of an empty history (NaN, never an alert)
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:invalid value encountered")
+def test_scoring_all_cards_at_once_agrees_with_scoring_each_amount():
+    """``amount_scoring.score_cards`` (numpy, all cards) gives ``score_amounts``'s numbers to the bit."""
+    from detectors.amount_scoring import score_cards
+
+    rng = np.random.default_rng(11)
+    alerts = 0
+    for case in range(300):
+        params = AmountAnomalyParams(history_size=int(rng.integers(1, 9)), min_history=int(rng.integers(0, 5)),
+                                     min_robust_z=3.0, min_ratio=2.0, min_amount=float(rng.choice([0.0, 25.0])))
+        history, lengths, previous_ms, known, counts, times, amounts = _random_bucket(rng)
+        got = score_cards(history, lengths, previous_ms, known, counts, times, amounts, params)
+        want_found, want_history, want_lengths, want_last = [], [], [], []
+        h_end, t_end = np.cumsum(lengths), np.cumsum(counts)
+        for c in range(len(counts)):
+            h, t = slice(h_end[c] - lengths[c], h_end[c]), slice(t_end[c] - counts[c], t_end[c])
+            prev = int(previous_ms[c]) if known[c] else None
+            found, new_history = score_amounts(history[h], amounts[t], params, times[t], prev)
+            want_found += [(t.start + i, *stats) for i, *stats in found]
+            want_history.append(new_history)
+            want_lengths.append(len(new_history))
+            newest = int(times[t].max())
+            want_last.append(newest if prev is None else max(prev, newest))
+        got_found = [(int(i), *map(float, stats[:4]), int(stats[4])) for i, *stats in
+                     zip(got.found, got.median, got.mad, got.robust_z, got.ratio, got.history_count)]
+        assert got_found == [(i, *map(float, stats[:4]), int(stats[4])) for i, *stats in want_found], case
+        assert got.history.tolist() == np.concatenate(want_history).tolist(), case
+        assert got.history_lengths.tolist() == want_lengths and got.last_ms.tolist() == want_last, case
+        alerts += len(want_found)
+    assert alerts > 100          # the cases do exercise the alerting path
