@@ -55,8 +55,8 @@ def score_cards(history: np.ndarray, history_lengths: np.ndarray, previous_ms: n
     size = params.history_size
     cards = len(counts)
     if cards == 0:
-        return CardsScored(*(np.empty(0, dtype=np.int64),) * 6, history=np.empty(0), history_lengths=np.empty(0, np.int64),
-                           last_ms=np.empty(0, np.int64))
+        none = np.empty(0, dtype=np.int64)
+        return CardsScored(none, none, none, none, none, none, history=np.empty(0), history_lengths=none, last_ms=none)
     owner, position = _segment_ids(counts)
 
     # Which amounts are learnt: at least the minimum gap after the card's newest earlier event time.

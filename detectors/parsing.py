@@ -90,7 +90,8 @@ def _extract(raw: DataFrame) -> DataFrame:
     fast = F.col("_fast")
 
     def either(name: str, on_fast: Column, general: str | Column) -> Column:
-        return F.when(canonical, on_fast).otherwise(F.expr(general) if isinstance(general, str) else general).alias(name)
+        general = F.expr(general) if isinstance(general, str) else general
+        return F.when(canonical, on_fast).otherwise(general).alias(name)
 
     def fast_number_type(name: str) -> Column:
         return F.when(fast[name].isNull(), F.lit("VOID")).otherwise(F.lit("DOUBLE"))
@@ -102,12 +103,14 @@ def _extract(raw: DataFrame) -> DataFrame:
     # the root's type name (schema_of_variant walks the whole value) is only worked out for the others.
     is_object = F.expr(f"substring(trim(LEADING ' \t\n\r' FROM {text}), 1, 1) = '{{'")
     df = df.select(
-        "*", either("_t_root", F.lit("OBJECT"), F.when(is_object, F.lit("OBJECT")).otherwise(F.expr("schema_of_variant(_v)"))),
+        "*",
+        either("_t_root", F.lit("OBJECT"), F.when(is_object, F.lit("OBJECT")).otherwise(F.expr("schema_of_variant(_v)"))),
         *[either(f"_t_{name}", fast_types[name], f"schema_of_variant(variant_get(_v, '$.{name}'))") for name in fields],
         *[either(f"_s_{name}", fast[name], f"try_variant_get(_v, '$.{name}', 'string')") for name in _STRING_FIELDS],
         either("_amount", fast["amount"], "try_variant_get(_v, '$.amount', 'double')"),
         # the canonical form has at most two decimals: nothing to check exactly
-        either("_amount_exact", F.lit(None).cast("decimal(38,18)"), "try_variant_get(_v, '$.amount', 'decimal(38,18)')"),
+        either("_amount_exact", F.lit(None).cast("decimal(38,18)"),
+               "try_variant_get(_v, '$.amount', 'decimal(38,18)')"),
         *[either(f"_{name}", fast[name], f"try_variant_get(_v, '$.{name}', 'double')") for name in C.OPTIONAL_FIELDS],
     )
     return df.withColumn("_event_time", F.try_to_timestamp(_text("event_time"), F.lit(C.EVENT_TIME_PATTERN)))

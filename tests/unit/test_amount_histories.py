@@ -123,7 +123,8 @@ def _random_bucket(rng: np.random.Generator):
     step = 60_000 if rng.random() < 0.5 else 1
     times = np.concatenate([np.sort(rng.integers(0, 300_000 // step, n)) * step + int(p) - 120_000
                             for n, p in zip(counts, previous_ms)])
-    amounts = np.round(rng.lognormal(3, 0.6, int(counts.sum())) * np.where(rng.random(int(counts.sum())) < 0.15, 12, 1), 2)
+    spikes = np.where(rng.random(int(counts.sum())) < 0.15, 12, 1)
+    amounts = np.round(rng.lognormal(3, 0.6, int(counts.sum())) * spikes, 2)
     amounts[rng.random(len(amounts)) < 0.05] = 0.0
     return history, lengths, previous_ms, known, counts, times.astype(np.int64), amounts
 
