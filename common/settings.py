@@ -63,7 +63,11 @@ class Settings:
     spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
     # The driver's address: loopback for the local stack; a reachable address on a real cluster.
     spark_driver_host: str = _env("FRAUD_SPARK_DRIVER_HOST", "127.0.0.1")
-    spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 2)
+    # One partition per stateful operator on the two local cores: the operators of a query (and the
+    # queries) run side by side anyway, and each partition costs every operator a state store to load,
+    # evict and commit per micro-batch. Measured side by side against 2 and 4 (README, Performance).
+    # On a cluster: about 2-3x the executor cores (deploy/README.md).
+    spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 1)
     spark_driver_memory: str = _env("FRAUD_SPARK_DRIVER_MEMORY", "2g")
     # The Kafka source's consumers: how long a fetch at the end of a partition waits for more data.
     # Kafka's default of 500 ms was paid once per partition per scan of the topic in every micro-batch
