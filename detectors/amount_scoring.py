@@ -1,8 +1,8 @@
 """amount_anomaly's scoring of a whole bucket of cards at once, in numpy.
 
 ``amount_anomaly.score_amounts`` is the specification: one card, one amount after the other, a median and
-a MAD per amount. Run card by card it cost ~50 µs of Python per card and micro-batch, most of
-amount_anomaly's time at 100k cards. ``score_cards`` computes the same numbers for every card of a bucket
+a MAD per amount. Run card by card it cost ~18 µs of Python per transaction (28 ms per bucket of a
+100,000-record batch at 100k cards; 6.5 ms this way). ``score_cards`` computes the same numbers for every card of a bucket
 with array operations: which amounts join the history (a gap rule over event times), each amount's
 window of earlier learnt amounts (the card's last ``history_size``), the medians and MADs of all windows
 by one row-wise sort. Same floating-point operations in the same order, so the same results to the bit;
@@ -29,11 +29,15 @@ class CardsScored:
     last_ms: np.ndarray          # each card's newest event time
 
 
+def _starts(lengths: np.ndarray) -> np.ndarray:
+    """Where each of segments of these lengths, laid end to end, begins."""
+    return np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+
+
 def _segment_ids(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For segments of these lengths laid end to end: each element's segment and position in it."""
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     owner = np.repeat(np.arange(len(lengths)), lengths)
-    return owner, np.arange(int(lengths.sum()), dtype=np.int64) - starts[owner]
+    return owner, np.arange(int(lengths.sum()), dtype=np.int64) - _starts(lengths)[owner]
 
 
 def _medians(rows: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -65,13 +69,12 @@ def score_cards(history: np.ndarray, history_lengths: np.ndarray, previous_ms: n
     has_previous = (position > 0) | known[owner]
     learn = ~has_previous | (np.abs(times_ms - previous) >= params.history_min_gap_seconds * 1000.0)
     learnt_before = np.cumsum(learn) - learn                       # within the card, below
-    first_of_card = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    learnt_before = learnt_before - learnt_before[first_of_card][owner]
+    learnt_before = learnt_before - learnt_before[_starts(counts)][owner]
 
     # Each card's sequence: its history, then its learnt amounts; laid end to end in ``sequence``.
     learnt_per_card = np.bincount(owner, weights=learn, minlength=cards).astype(np.int64)
     lengths = history_lengths + learnt_per_card
-    base = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    base = _starts(lengths)
     sequence = np.empty(int(lengths.sum()), dtype=np.float64)
     history_owner, history_position = _segment_ids(history_lengths)
     sequence[base[history_owner] + history_position] = history
@@ -93,8 +96,7 @@ def score_cards(history: np.ndarray, history_lengths: np.ndarray, previous_ms: n
         scale = np.maximum(np.maximum(1.4826 * mad, params.min_relative_scale * median), params.min_scale)
         amount = amounts[scored]
         robust_z = (amount - median) / scale
-        with np.errstate(divide="ignore"):
-            ratio = np.where(median > 0, amount / np.where(median > 0, median, 1.0), np.inf)
+        ratio = np.where(median > 0, amount / np.where(median > 0, median, 1.0), np.inf)
         hit = (robust_z >= params.min_robust_z) & (ratio >= params.min_ratio)
         found, median, mad, robust_z, ratio = scored[hit], median[hit], mad[hit], robust_z[hit], ratio[hit]
         ratio = np.minimum(ratio, 1e9)
