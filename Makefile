@@ -47,7 +47,7 @@ test-unit: venv ## unit tests only: no services, seconds
 	$(PYTEST) -m unit tests
 test-integration: fetch ## integration tests against the real broker, Redis and Spark
 	$(PYTEST) -m integration tests
-test-slow: fetch ## minutes-long runs left out of make test (detector recall on 60,000 transactions; the built-in Kafka sink's crash comparison)
+test-slow: fetch ## minutes-long runs left out of make test (detector recall on 60,000 transactions; the built-in Kafka sink's crash comparison; 30 SIGKILLs of the case manager)
 	FRAUD_SLOW_TESTS=1 $(PYTEST) -m slow tests
 e2e: fetch ## end-to-end tests against the local stack (tests/e2e, FRAUD_E2E_TARGET=local)
 	FRAUD_E2E_TARGET=local $(PYTEST) -m e2e tests

@@ -70,3 +70,32 @@ def delete_topics(settings: Settings, names: list[str]) -> None:
         pass
     finally:
         admin.close()
+
+
+def consumer_group_report(settings: Settings, group_id: str) -> str:
+    """One line on a consumer group for a diagnosis: its state, its members' partitions and the lag
+    (end offset - committed offset) of every partition with one."""
+    from kafka import KafkaAdminClient
+
+    from common.kafka_clients import kafka_python_config
+    from common.kafka_io import make_consumer
+
+    admin = consumer = None
+    try:
+        admin = KafkaAdminClient(**kafka_python_config(settings), request_timeout_ms=10000)
+        consumer = make_consumer(settings, group_id=None)
+        group = admin.describe_groups([group_id])[group_id]
+        members = [{a["topic"]: a["partitions"]
+                    for a in (m.get("member_assignment") or {}).get("assigned_partitions", [])}
+                   for m in group["members"]]
+        committed = admin.list_group_offsets({group_id: None})[group_id]
+        ends = consumer.end_offsets(list(committed))
+        lag = {f"{tp.topic}[{tp.partition}]": ends[tp] - meta.offset for tp, meta in committed.items()
+               if ends[tp] != meta.offset}
+        return f"group {group_id}: {group['group_state']}, members {members or 'none'}, lag {lag or 'none'}"
+    except Exception as error:       # a diagnosis must not hide the finding it diagnoses
+        return f"group {group_id}: not described ({error!r})"
+    finally:
+        for client in (consumer, admin):
+            if client is not None:
+                client.close()

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Callable
 
 from common.contracts import ContractError, decode_transaction
+from common.kafka_admin import consumer_group_report
 from common.kafka_io import assigned_consumer, json_bytes, json_values, make_consumer, make_producer, read_topic
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
@@ -280,7 +281,8 @@ class ChaosRun:
         restarted = time.monotonic()
         recovered = self._probe_alert_through(outputs)
         self._record(name, "SIGKILL, restart", at, published, restarted - killed,
-                     None if recovered is None else time.monotonic() - restarted)
+                     None if recovered is None else time.monotonic() - restarted,
+                     "" if recovered is not None else self._diagnosis())
 
     def _fault_redis(self) -> None:
         at, published = self._elapsed(), self._published()
@@ -292,7 +294,8 @@ class ChaosRun:
         recovered = self._probe_alert_through(("enriched", "cases"))
         self._record("redis", "stop (SIGTERM), start", at, published, restarted - stopped,
                      None if recovered is None else time.monotonic() - restarted,
-                     "until a probe alert is enriched and cased")
+                     "until a probe alert is enriched and cased" if recovered is not None
+                     else self._diagnosis())
 
     def _fault_garbage(self) -> None:
         at, published = self._elapsed(), self._published()
@@ -311,6 +314,14 @@ class ChaosRun:
         seconds = time.monotonic() - started
         self._record("garbage", f"{len(sent):,} broken records at {len(sent) / seconds:,.0f}/s", at, published,
                      0.0, 0.0, "dead letters checked after the drain")
+
+    def _diagnosis(self) -> str:
+        """What the services a probe alert passes were doing: their consumer groups and log tails."""
+        groups = {"enricher": self.settings.enricher_app_id, "cases": self.settings.cases_app_id}
+        parts = [f"{consumer_group_report(self.settings, group)}\n{name}.log:\n"
+                 f"{self.diamond.group.children[name].tail(15)}" for name, group in groups.items()]
+        self.say("  !! " + "\n".join(parts))
+        return "\n".join(parts)
 
     # -- probes and waiting ---------------------------------------------------------------------
     def _until(self, done: Callable[[], bool], what: str, probe: Callable[[], None] | None = None) -> float | None:

@@ -65,7 +65,7 @@ def test_every_component_recovered_after_each_fault(chaos):
     from tests.e2e.chaos import PLANS
 
     assert [f.fault for f in chaos.faults] == list(PLANS[chaos.plan].faults)
-    assert [f.fault for f in chaos.faults if f.recovery_s is None] == []
+    assert [(f.fault, f.note) for f in chaos.faults if f.recovery_s is None] == []
     assert chaos.unexpected_deaths == []
 
 

@@ -22,3 +22,13 @@ def model_registry(tmp_path_factory):
             yield folder
         finally:
             get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def redis_sync(stack):
+    """A synchronous Redis client of the local stack (decoded strings)."""
+    from common.redis_clients import redis_client
+
+    client = redis_client(stack, decode_responses=True)
+    yield client
+    client.close()

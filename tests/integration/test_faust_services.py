@@ -136,15 +136,6 @@ def enriched_by_id(records: list[dict]) -> dict[str, list[dict]]:
     return by_id
 
 
-@pytest.fixture(scope="session")
-def redis_sync(stack):
-    from common.redis_clients import redis_client
-
-    client = redis_client(stack, decode_responses=True)
-    yield client
-    client.close()
-
-
 # --- alerts in, enriched alerts and cases out; the dashboard in a browser ---------------------
 
 @pytest.fixture(scope="class")
