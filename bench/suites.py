@@ -294,18 +294,14 @@ def _read(path: Path) -> dict:
 
 
 def _committed(settings: Settings, group: str, topic: str) -> int:
-    from kafka import KafkaAdminClient
+    from common.kafka_admin import admin_client
 
-    from common.kafka_clients import kafka_python_config
-
-    admin = KafkaAdminClient(**kafka_python_config(settings))
-    try:
-        offsets = admin.list_group_offsets(group).get(group) or {}
-        return sum(o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset > 0)
-    except Exception:  # the group does not exist yet
-        return 0
-    finally:
-        admin.close()
+    with admin_client(settings) as admin:
+        try:
+            offsets = admin.list_group_offsets(group).get(group) or {}
+        except Exception:  # the group does not exist yet
+            return 0
+    return sum(o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset > 0)
 
 
 def bench_pipeline(run: BenchRun, only_spark: list[str] | None = None, baselines=("python_1p", "python_2p", "faust_1p"),

@@ -88,15 +88,10 @@ def run_settings(base: Settings, run_id: str, prefix: str = "demo") -> Settings:
 def run_topic_names(settings: Settings) -> list[str]:
     """Every topic of a deployment on the broker: the project's, and the Faust services' own
     (changelogs, leader topics), whose names start with their app ids."""
-    from kafka import KafkaAdminClient
+    from common.kafka_admin import admin_client
 
-    from common.kafka_clients import kafka_python_config
-
-    admin = KafkaAdminClient(**kafka_python_config(settings))
-    try:
+    with admin_client(settings) as admin:
         existing = set(admin.list_topics())
-    finally:
-        admin.close()
     project = {spec.name for spec in project_topics(settings)}
     faust = {t for t in existing if t.startswith((f"{settings.enricher_app_id}-", f"{settings.cases_app_id}-"))}
     return sorted((project & existing) | faust)

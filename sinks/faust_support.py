@@ -72,11 +72,8 @@ class KeepDeliveredFlowControl(FlowControlEvent):
     """
 
     def resume(self) -> None:
-        was_suspended = not self.is_active()
-        self._suspend.clear()
-        self._resume.set()
-        if was_suspended:
-            self.clear()
+        if not self.is_active():
+            super().resume()
 
 
 class ReadCommittedApp(faust.App):

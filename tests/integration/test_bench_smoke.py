@@ -57,14 +57,9 @@ def test_bench_quick_baselines_end_to_end(stack):
         assert doc["machine"]["cpus"] and doc["load_samples"] and doc["leftover_processes"] == []
         assert "python_1p" in (out_dir / "results.md").read_text()
         assert (out_dir / "throughput_vs_cards.png").exists()
-        from kafka import KafkaAdminClient
+        from common.kafka_admin import admin_client
 
-        from common.kafka_clients import kafka_python_config
-
-        admin = KafkaAdminClient(**kafka_python_config(stack))
-        try:
+        with admin_client(stack) as admin:
             assert not [t for t in admin.list_topics() if t.startswith(f"bench.{run_id}.")]
-        finally:
-            admin.close()
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
