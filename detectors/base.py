@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Callable, Generic, TypeVar
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, DoubleType, MapType, StringType, StructField, StructType,
                                TimestampType)
+
+from detectors.plan_checks import require_unchained
 
 # Parsed transactions, as the runner hands them to every detector.
 TRANSACTION_SCHEMA = StructType([
@@ -79,7 +82,15 @@ class Detector(Generic[P]):
 
     def run(self, transactions: DataFrame, params: P | None = None) -> DataFrame:
         alerts = self.detect(transactions, params if params is not None else self.params)
+        if transactions.isStreaming:
+            require_unchained(alerts, self.name)
         return alerts.select(*ALERT_COLUMNS)
+
+    @property
+    def watermark_delay(self) -> timedelta:
+        """``watermark`` as a duration ("2 minutes" -> 120 s); units: seconds, minutes, hours, days."""
+        amount, unit = self.watermark.split()
+        return timedelta(**{unit if unit.endswith("s") else unit + "s": float(amount)})
 
     def with_params(self, **changes: Any) -> "Detector[P]":
         return dataclasses.replace(self, params=dataclasses.replace(self.params, **changes))

@@ -100,7 +100,7 @@ def test_built_in_detectors_reach_recall_and_precision_on_the_simulated_stream(s
         # 2. Every query has run with a watermark past the end of the stream: all windows closed.
         def flushed(detector) -> bool:
             query = by_name[query_name(detector)]
-            past = harness.format_event_time(ticks[-1] - _delay(detector.watermark))
+            past = harness.format_event_time(ticks[-1] - detector.watermark_delay)
             return _read_up_to(query, final_end) and any(
                 ((p.get("eventTime") or {}).get("watermark") or "") >= past for p in _progress(query))
 
@@ -147,11 +147,6 @@ def _assert_enough_incidents(labels: dict[str, dict], detectors) -> None:
         for scenario in detector.scenarios:
             fraud = sum(1 for label in labels.values() if label.get("is_fraud") and label.get("scenario") == scenario)
             assert fraud >= MIN_INCIDENTS * INCIDENT_SIZE.get(scenario, 1), (scenario, fraud)
-
-
-def _delay(watermark: str) -> timedelta:
-    amount, unit = watermark.split()
-    return timedelta(**{unit if unit.endswith("s") else unit + "s": float(amount)})
 
 
 def _end_offsets(settings, topic: str) -> dict[str, int]:

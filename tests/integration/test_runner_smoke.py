@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 
 import pytest
 
 from common.kafka_io import make_producer, read_topic
 from common.contracts import ALERT_TRIGGER_FIELDS, alert_id, validate_alert
 from common.waiting import wait_until
+from detectors import harness, registry
 from detectors.runner import RunOptions, start_detectors
 from tests.detectors_for_tests import BIG_AMOUNT
-from tests.factories import encode, txn
+from tests.factories import T0, encode, txn
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["query-per-detector", "shared-query"])
@@ -52,3 +54,39 @@ def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_p
 
 def _alerts(s):
     return [json.loads(r.value) for r in read_topic(s, s.topic_alerts)]
+
+
+def test_stateful_detectors_of_a_shared_query_read_one_exchange_and_all_get_the_watermark(stack, topics, spark,
+                                                                                         tmp_path):
+    """double_swipe (a join) and velocity (a session window) in one query: one scan, no shuffle of their own
+    (one shuffle partition), and each operator gets the watermark: velocity's burst only comes out when the
+    watermark closes its session, and both operators evict their state."""
+    s = stack.replace(topic_transactions=topics("transactions", partitions=4), topic_alerts=topics("alerts", 2),
+                      topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"))
+    swipes = [txn(1, card="card-ds", amount=42.0, merchant="m-ds"), txn(2, card="card-ds", amount=42.0, merchant="m-ds")]
+    burst = [txn(10 + k, card="card-vel", amount=1.0 + k / 10, channel="ecom", seconds=100 + 20 * k) for k in range(6)]
+    tick = harness.watermark_tick(T0 + timedelta(hours=1))
+    producer = make_producer(s)
+    for value in swipes + burst + [tick]:
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.flush()
+
+    detectors = [registry.get("double_swipe"), registry.get("velocity")]
+    [query] = start_detectors(spark, detectors, s, RunOptions(checkpoint_root=tmp_path, shared=True))
+    try:
+        got = wait_until(lambda: _alerts(s) if len(_alerts(s)) >= 2 else None, 120, "both alerts")
+        wait_until(lambda: _removed(query) == {"symmetricHashJoin", "sessionWindowStateStoreSaveExec"}, 60,
+                   "both operators to evict state")
+        plan = query._jsq.explainInternal(False)
+    finally:
+        query.stop()
+    assert sorted(a["detector"] for a in got) == ["double_swipe", "velocity"]
+    # one read of the source (a data-free batch's plan has an empty LocalTableScan in its place)
+    assert plan.count("MicroBatchScan") + plan.count("LocalTableScan") == 1, plan
+    if s.spark_shuffle_partitions == 1:
+        assert "REQUIRED_BY_STATEFUL_OPERATOR" not in plan, plan
+
+
+def _removed(query) -> set[str]:
+    """The stateful operators that have evicted state rows so far."""
+    return {op["operatorName"] for p in query.recentProgress for op in p["stateOperators"] if op["numRowsRemoved"]}
