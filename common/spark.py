@@ -50,13 +50,6 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         # here reads nested columns from files, which is what these two rules are for.
         "spark.sql.optimizer.expression.nestedPruning.enabled": "false",
         "spark.sql.optimizer.nestedSchemaPruning.enabled": "false",
-        # The runner tracks a query's watermark once, below the exchange its branches share
-        # (detectors.runner.read_once), so that the stateful operators need no shuffle of their own. Spark's
-        # per-operator watermark propagation does not look through a reused exchange and would leave every
-        # branch but one without a watermark; with one global watermark (what one query has anyway: the
-        # slowest of its detectors) every operator gets it. The price: a stateful operator may not feed
-        # another one, which Detector.run refuses (detectors/plan_checks.py; Spark does not in this mode).
-        "spark.sql.streaming.statefulOperator.allowMultiple": "false",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

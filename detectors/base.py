@@ -22,8 +22,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, DoubleType, MapType, StringType, StructField, StructType,
                                TimestampType)
 
-from detectors.plan_checks import require_unchained
-
 # Parsed transactions, as the runner hands them to every detector.
 TRANSACTION_SCHEMA = StructType([
     StructField("txn_id", StringType(), False),
@@ -82,8 +80,6 @@ class Detector(Generic[P]):
 
     def run(self, transactions: DataFrame, params: P | None = None) -> DataFrame:
         alerts = self.detect(transactions, params if params is not None else self.params)
-        if transactions.isStreaming:
-            require_unchained(alerts, self.name)
         return alerts.select(*ALERT_COLUMNS)
 
     @property

@@ -6,9 +6,6 @@ Reads like section 1 of design.md::
                                      └──► valid ──► withWatermark ──► detector ──► alerts
                                                                    (one query per detector)
 
-(In the plan the watermark is tracked below the one shuffle that the branches of a query share, see
-``read_once``; the detector sees ``event_time`` watermarked, as ``withWatermark`` leaves it.)
-
 Each detector runs as its own named streaming query with its own checkpoint directory and its own
 transactional writer, so one can be added, restarted or fail without touching the others. With
 ``--shared`` all detectors (and the dead-letter branch) share one read of the topic in a single query
@@ -41,8 +38,6 @@ from sinks.dlq import dlq_values
 log = logging.getLogger("detectors.runner")
 
 DLQ_QUERY = "dlq"
-# Spark's EventTimeWatermark.delayKey: the column metadata that marks an event-time column as watermarked.
-WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
 SINKS = ("exactly-once", "spark-kafka")
 
 
@@ -105,7 +100,7 @@ def dlq_rows(checked: DataFrame, settings: Settings) -> DataFrame:
         F.lit("dlq").alias("kind"), F.lit(settings.topic_dlq).alias("topic"), "key", "value")
 
 
-def read_once(checked: DataFrame, settings: Settings, watermark: str) -> DataFrame:
+def read_once(checked: DataFrame, settings: Settings) -> DataFrame:
     """The validated records behind one shuffle, so that every branch of a query reads them once.
 
     Spark plans each branch of a query (each detector of the shared query, each side of a self-join, the
@@ -117,17 +112,9 @@ def read_once(checked: DataFrame, settings: Settings, watermark: str) -> DataFra
     the columns it reads. So the exchange carries one struct of everything any branch needs (the
     transaction columns, the reason, and the raw record for invalid ones only) and is unpacked after it;
     ``common.spark`` switches off the nested-field pruning that would take the struct apart again.
-
-    ``watermark``: the delay of the query's event-time watermark, tracked here, *below* the exchange, on
-    the valid records' event time (``detector_input`` marks the column for the detectors). Above the
-    exchange, Spark's watermark operator would hide the exchange's partitioning from the stateful
-    operators (it reports none), and each of them (each side of a join) would shuffle its input again;
-    with one shuffle partition the exchange already satisfies them all, and the whole detection runs in
-    one stage. Measured in the README (Performance).
+    Measured in the README (Performance).
     """
     invalid = F.col("_reason").isNotNull()
-    checked = (checked.withColumn("_watermark_time", F.when(~invalid, F.col("event_time")))
-               .withWatermark("_watermark_time", watermark))
     record = F.struct(F.col("_reason"), *[F.col(name) for name in TRANSACTION_SCHEMA.fieldNames()],
                       *[F.when(invalid, F.col(name)).alias(name) for name in RAW_COLUMNS if name != "key"])
     return (checked.select("key", record.alias("_record"))
@@ -135,20 +122,21 @@ def read_once(checked: DataFrame, settings: Settings, watermark: str) -> DataFra
             .select("key", "_record.*"))
 
 
-def query_watermark(detectors: Sequence[Detector]) -> str:
-    """One query has one watermark (Spark takes the slowest of its inputs): the longest delay."""
-    return max(detectors, key=lambda d: d.watermark_delay).watermark
+def detector_input(once: DataFrame, detector: Detector, settings: Settings) -> DataFrame:
+    """The valid transactions of ``read_once``, watermarked with the detector's delay.
+
+    With one shuffle partition, ``coalesce(1)`` after the watermark: Spark's watermark operator reports
+    no output partitioning, so every stateful operator above it (each side of a join) would shuffle its
+    input again although the single partition of ``read_once`` already holds everything together. A
+    coalesce to one partition moves no data and says "single partition", which satisfies them all: the
+    detectors run in the stage that reads the shared exchange. Measured in the README (Performance).
+    """
+    transactions = valid_transactions(once).withWatermark("event_time", detector.watermark)
+    return transactions.coalesce(1) if settings.spark_shuffle_partitions == 1 else transactions
 
 
-def detector_input(once: DataFrame, detector: Detector) -> DataFrame:
-    """The valid transactions of ``read_once`` (watermarked there), ``event_time`` marked as the
-    watermarked column with the detector's delay, as ``withWatermark`` would mark it."""
-    delay_ms = int(detector.watermark_delay.total_seconds() * 1000)
-    return valid_transactions(once).withMetadata("event_time", {WATERMARK_DELAY_KEY: delay_ms})
-
-
-def detector_alerts(once: DataFrame, detector: Detector) -> DataFrame:
-    return detector.run(detector_input(once, detector))
+def detector_alerts(once: DataFrame, detector: Detector, settings: Settings) -> DataFrame:
+    return detector.run(detector_input(once, detector, settings))
 
 
 def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions):
@@ -172,8 +160,7 @@ def query_name(detector: Detector) -> str:
 
 def start_detector_query(spark: SparkSession, detector: Detector, settings: Settings, options: RunOptions):
     checked = validated(read_transactions(spark, settings, options), detector.name)
-    once = read_once(checked, settings, detector.watermark)
-    rows = alert_rows(detector_alerts(once, detector), settings, options.sink)
+    rows = alert_rows(detector_alerts(read_once(checked, settings), detector, settings), settings, options.sink)
     return start_query(rows, query_name(detector), settings, options)
 
 
@@ -185,9 +172,8 @@ def start_dlq_query(spark: SparkSession, settings: Settings, options: RunOptions
 def start_shared_query(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
                        options: RunOptions):
     """All detectors and the dead-letter branch over one read of the topic, one transaction per batch."""
-    once = read_once(validated(read_transactions(spark, settings, options), "shared"), settings,
-                     query_watermark(detectors))
-    parts = [alert_rows(detector_alerts(once, d), settings, options.sink) for d in detectors]
+    once = read_once(validated(read_transactions(spark, settings, options), "shared"), settings)
+    parts = [alert_rows(detector_alerts(once, d, settings), settings, options.sink) for d in detectors]
     if options.with_dlq:
         parts.append(dlq_rows(once, settings))
     rows = parts[0]

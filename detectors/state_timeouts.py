@@ -5,9 +5,6 @@ watermark, but checks ``setTimeoutTimestamp`` against the *current* one. A row b
 the function (the chaos suite sent a valid transaction dated 2001 as the first row of a new key right
 after the watermark moved), and a timeout computed from its event time fails the whole query with
 ``INVALID_TIMEOUT_TIMESTAMP``. So every per-key function sets its timeout through ``timeout_after``.
-(With one global watermark, ``spark.sql.streaming.statefulOperator.allowMultiple=false`` as
-``common/spark.py`` sets it, both are the current one and ``timeout_after`` never has to move a timeout;
-it stays for sessions configured otherwise.)
 """
 
 from __future__ import annotations

@@ -97,9 +97,3 @@ def test_watermark_delays_read_as_durations():
     assert registry.get("impossible_travel").watermark_delay == timedelta(minutes=10)
     assert all(d.watermark_delay > timedelta(0) for d in registry.all())
 
-
-def test_a_shared_query_is_watermarked_with_the_longest_delay_of_its_detectors():
-    from detectors.runner import query_watermark
-
-    assert query_watermark([registry.get("double_swipe"), registry.get("impossible_travel")]) == "10 minutes"
-    assert query_watermark([registry.get("velocity")]) == "2 minutes"
