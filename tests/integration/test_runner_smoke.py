@@ -74,7 +74,7 @@ def test_stateful_detectors_of_a_shared_query_read_one_exchange_and_all_get_the_
     detectors = [registry.get("double_swipe"), registry.get("velocity")]
     [query] = start_detectors(spark, detectors, s, RunOptions(checkpoint_root=tmp_path, shared=True))
     try:
-        got = wait_until(lambda: _alerts(s) if len(_alerts(s)) >= 2 else None, 120, "both alerts")
+        got = wait_until(lambda: alerts if len(alerts := _alerts(s)) >= 2 else None, 120, "both alerts")
         wait_until(lambda: _removed(query) == {"symmetricHashJoin", "sessionWindowStateStoreSaveExec"}, 60,
                    "both operators to evict state")
         plan = query._jsq.explainInternal(False)

@@ -96,4 +96,3 @@ def test_watermark_delays_read_as_durations():
     assert registry.get("double_swipe").watermark_delay == timedelta(minutes=2)
     assert registry.get("impossible_travel").watermark_delay == timedelta(minutes=10)
     assert all(d.watermark_delay > timedelta(0) for d in registry.all())
-
