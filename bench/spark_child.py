@@ -39,27 +39,15 @@ class Collector:
     """Every progress event of every query, as JSON dicts (the listener runs on a py4j thread)."""
 
     def __init__(self):
-        from pyspark.sql.streaming import StreamingQueryListener
+        from common.progress_events import JsonProgressListener
 
         self.lock = threading.Lock()
         self.events: list[dict] = []
-        outer = self
+        self.listener = JsonProgressListener(self._record)
 
-        class _Listener(StreamingQueryListener):
-            def onQueryStarted(self, event):
-                pass
-
-            def onQueryProgress(self, event):
-                with outer.lock:
-                    outer.events.append(json.loads(event.progress.json))
-
-            def onQueryIdle(self, event):
-                pass
-
-            def onQueryTerminated(self, event):
-                pass
-
-        self.listener = _Listener()
+    def _record(self, progress: dict) -> None:
+        with self.lock:
+            self.events.append(progress)
 
     def of(self, names: set[str]) -> list[dict]:
         with self.lock:

@@ -174,6 +174,7 @@ SPARK_VARIANTS = {
     "spark_native_shared": (NATIVE_DETECTORS, True, "exactly-once"),
     "spark_all_shared_card_groups": (ALL_DETECTORS, True, "exactly-once"),
     "spark_all_shared_large_batches": (ALL_DETECTORS, True, "exactly-once"),
+    "spark_all_shared_default_batches": (ALL_DETECTORS, True, "exactly-once"),
 }
 # Detector parameters a variant changes. amount_anomaly with ~2^31 state buckets has one state group per
 # card, as before version 2.0.0: the side-by-side figure for grouping its Python state by bucket.
@@ -192,9 +193,18 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
             "params": VARIANT_PARAMS.get(name, {}),
             "topic": data["topic"], **run.outputs(name), "expected_rows": expected or data["truth"]["transactions"],
             "timeout_s": timeout or (run.sizes.slow_timeout_s if slow else run.sizes.spark_timeout_s),
-            # the same batch size for every variant but the one that measures larger batches
-            "max_offsets_per_trigger": run.sizes.large_batch if name.endswith("_large_batches")
-            else run.sizes.max_offsets}
+            "max_offsets_per_trigger": batch_size(run.sizes, name)}
+
+
+def batch_size(sizes: Sizes, variant: str) -> int:
+    """maxOffsetsPerTrigger of a variant: the same for every variant but those that measure larger batches
+    (``*_default_batches``: the runner's own bound, what ``python -m detectors run`` and ``make demo`` read
+    per micro-batch when they have fallen behind)."""
+    if variant.endswith("_default_batches"):
+        from detectors.runner import RunOptions
+
+        return RunOptions().max_offsets_per_trigger
+    return sizes.large_batch if variant.endswith("_large_batches") else sizes.max_offsets
 
 
 def run_spark_plan(run: BenchRun, label: str, plan_runs: list[dict], budget_s: float) -> dict:

@@ -79,6 +79,15 @@ class Settings:
     # live micro-batch ~0.2 s of task start-up on 2 cores: p99 latency 2.57 / 2.26 s with 2 tasks vs
     # 2.84 / 2.67 s with 12 (README, Performance). Set it to the partition count for Spark's behaviour.
     spark_source_tasks: int = _env("FRAUD_SPARK_SOURCE_TASKS", 0)
+    # How Spark builds the per-row functions outside whole-stage code (the stateful operators' key and
+    # value projections and state-eviction predicates): FALLBACK (Spark's default) generates and compiles
+    # Java for each, NO_CODEGEN interprets them. A compiled eviction predicate embeds the batch's
+    # watermark as a constant, so every micro-batch generated and compiled those of every stateful
+    # operator again: a live 2,000 tx/s batch took 1.27 / 1.49 s with FALLBACK vs 1.13 / 1.04 s with
+    # NO_CODEGEN (p99 2.50 / 2.94 vs 2.33 / 2.13 s), 100,000-record batches even (README, Performance).
+    # Spark documents the switch as internal (its test suites run every expression both ways);
+    # FALLBACK restores Spark's behaviour.
+    spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "NO_CODEGEN")
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
 
     # --- Local state (all git-ignored) ---------------------------------------------------------

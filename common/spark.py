@@ -50,6 +50,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         # here reads nested columns from files, which is what these two rules are for.
         "spark.sql.optimizer.expression.nestedPruning.enabled": "false",
         "spark.sql.optimizer.nestedSchemaPruning.enabled": "false",
+        "spark.sql.codegen.factoryMode": settings.spark_codegen_factory_mode,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

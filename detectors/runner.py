@@ -233,29 +233,21 @@ class ProgressListener:
     under ``<run_dir>/progress/`` (read by the demo's live view and the dashboard)."""
 
     def __init__(self, progress_dir: Path, publish: Callable[[str, dict], None] | None = None):
-        from pyspark.sql.streaming import StreamingQueryListener
+        from common.progress_events import JsonProgressListener
 
         self.progress_dir = progress_dir
         self.publish = publish
         progress_dir.mkdir(parents=True, exist_ok=True)
-        outer = self
-
-        class _Listener(StreamingQueryListener):
-            def onQueryStarted(self, event):
-                log.info("query %s started (id %s)", event.name, event.id)
-
-            def onQueryProgress(self, event):
-                outer.record(json.loads(event.progress.json))
-
-            def onQueryIdle(self, event):
-                pass
-
-            def onQueryTerminated(self, event):
-                if event.exception:
-                    log.error("query %s failed: %s", event.id, event.exception.splitlines()[0])
-
-        self.listener = _Listener()
+        self.listener = JsonProgressListener(
+            self.record,
+            on_started=lambda name, query_id: log.info("query %s started (id %s)", name, query_id),
+            on_terminated=self._terminated)
         self.totals: dict[str, dict] = {}
+
+    @staticmethod
+    def _terminated(query_id: str, error: str | None) -> None:
+        if error:
+            log.error("query %s failed: %s", query_id, error.splitlines()[0])
 
     def record(self, progress: dict) -> None:
         summary = summarize_progress(progress)
