@@ -20,3 +20,9 @@ def test_the_jvm_compiles_huge_generated_methods(spark):
 
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     assert JIT_HUGE_METHODS in list(runtime.getInputArguments())
+
+
+def test_the_session_takes_its_codegen_factory_mode_from_the_settings(spark, settings):
+    """NO_CODEGEN by default: no eviction predicate generated and compiled again every micro-batch."""
+    assert settings.spark_codegen_factory_mode == "NO_CODEGEN"
+    assert spark.conf.get("spark.sql.codegen.factoryMode") == settings.spark_codegen_factory_mode
