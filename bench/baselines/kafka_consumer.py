@@ -85,6 +85,7 @@ def main(argv=None) -> int:
                     process(r.value, r.key, tp.topic, tp.partition, r.offset, r.timestamp, out)
                 n += len(records)
             if n:
+                detection.keep_partitions({tp.partition for tp in consumer.assignment()})
                 detection.end_batch(out)
                 dirty = True
             for kind, key, value in out:

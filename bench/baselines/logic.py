@@ -118,6 +118,15 @@ class Detection:
             self.sessions[card] = rest
             heapq.heappush(self.ends, (merged[1], card))
 
+    def keep_partitions(self, assigned: set[int]) -> None:
+        """Forget the event time of partitions this process no longer reads (a rebalance moved them).
+
+        The watermark is the minimum over the partitions' maxima: a partition nobody here advances any
+        more would hold it back for good, so velocity sessions would never close and double-swipe state
+        never be evicted (the two-process baseline lost half its velocity alerts that way)."""
+        for partition in [p for p in self.partition_max if p not in assigned]:
+            del self.partition_max[partition]
+
     # -- end of a batch ------------------------------------------------------------------------------
     def end_batch(self, out: list) -> None:
         """Advance the watermark, emit closed velocity sessions, evict what can no longer match."""
