@@ -31,6 +31,7 @@ from pyspark.errors import StreamingQueryException
 from common.kafka_clients import spark_kafka_options
 from common.settings import Settings, get_settings
 from detectors.base import TRANSACTION_SCHEMA, Detector
+from detectors.registry import in_registry_order
 from detectors.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
 from sinks.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from sinks.dlq import dlq_values
@@ -171,9 +172,12 @@ def start_dlq_query(spark: SparkSession, settings: Settings, options: RunOptions
 
 def start_shared_query(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
                        options: RunOptions):
-    """All detectors and the dead-letter branch over one read of the topic, one transaction per batch."""
+    """All detectors and the dead-letter branch over one read of the topic, one transaction per batch.
+
+    The branches follow the registry's order, longest-running first (see ``detectors.registry``)."""
     once = read_once(validated(read_transactions(spark, settings, options), "shared"), settings)
-    parts = [alert_rows(detector_alerts(once, d, settings), settings, options.sink) for d in detectors]
+    parts = [alert_rows(detector_alerts(once, d, settings), settings, options.sink)
+             for d in in_registry_order(detectors)]
     if options.with_dlq:
         parts.append(dlq_rows(once, settings))
     rows = parts[0]

@@ -12,7 +12,7 @@ from detectors import registry
 
 
 def test_registry_lists_the_built_ins_in_order():
-    assert registry.names() == ["double_swipe", "velocity", "amount_anomaly", "impossible_travel", "ml_score"]
+    assert registry.names() == ["double_swipe", "impossible_travel", "amount_anomaly", "ml_score", "velocity"]
     assert [d.name for d in registry.all()] == registry.names()
     assert all(registry.get(name).name == name for name in registry.names())
 
@@ -25,6 +25,13 @@ def test_unknown_detector_names_the_registered_ones():
 def test_resolve_defaults_to_all_and_keeps_order():
     assert registry.resolve([]) == registry.all()
     assert [d.name for d in registry.resolve(["velocity", "double_swipe", "velocity"])] == ["velocity", "double_swipe"]
+
+
+def test_the_shared_query_takes_detectors_in_registry_order_and_unregistered_ones_last():
+    custom = dataclasses.replace(registry.get("velocity"), name="big_amount")
+    named = [registry.get("velocity"), custom, registry.get("double_swipe"), registry.get("impossible_travel")]
+    assert [d.name for d in registry.in_registry_order(named)] == [
+        "double_swipe", "impossible_travel", "velocity", "big_amount"]
 
 
 @pytest.mark.parametrize("detector", registry.all(), ids=lambda d: d.name)
