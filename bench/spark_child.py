@@ -171,6 +171,8 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
+    if run.get("codegen_large_batch_rows") is not None:
+        s = s.replace(spark_codegen_large_batch_rows=run["codegen_large_batch_rows"])
     detectors = _detectors(run)
     options = RunOptions(sink=run["sink"], shared=run["shared"], with_dlq=run.get("with_dlq", True),
                          max_offsets_per_trigger=run.get("max_offsets_per_trigger"),

@@ -194,7 +194,13 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
             "params": VARIANT_PARAMS.get(name, {}),
             "topic": data["topic"], **run.outputs(name), "expected_rows": expected or data["truth"]["transactions"],
             "timeout_s": timeout or (run.sizes.slow_timeout_s if slow else run.sizes.spark_timeout_s),
-            "max_offsets_per_trigger": batch_size(run.sizes, name)}
+            "max_offsets_per_trigger": batch_size(run.sizes, name),
+            # Spark's built-in Kafka sink cannot switch how a query's batches run code by their size
+            # (detectors.runner.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
+            "codegen_large_batch_rows": 0 if name in EXACTLY_ONCE_PAIR else None}
+
+
+EXACTLY_ONCE_PAIR = ("spark_ds_velocity", "spark_ds_velocity_builtin_sink")
 
 
 def batch_size(sizes: Sizes, variant: str) -> int:

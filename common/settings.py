@@ -81,13 +81,18 @@ class Settings:
     spark_source_tasks: int = _env("FRAUD_SPARK_SOURCE_TASKS", 0)
     # How Spark builds the per-row functions outside whole-stage code (the stateful operators' key and
     # value projections and state-eviction predicates): FALLBACK (Spark's default) generates and compiles
-    # Java for each, NO_CODEGEN interprets them. A compiled eviction predicate embeds the batch's
-    # watermark as a constant, so every micro-batch generated and compiled those of every stateful
-    # operator again: a live 2,000 tx/s batch took 1.27 / 1.49 s with FALLBACK vs 1.13 / 1.04 s with
-    # NO_CODEGEN (p99 2.50 / 2.94 vs 2.33 / 2.13 s), 100,000-record batches even (README, Performance).
-    # Spark documents the switch as internal (its test suites run every expression both ways);
-    # FALLBACK restores Spark's behaviour.
+    # Java for each, NO_CODEGEN interprets them and also turns whole-stage code generation off. A
+    # compiled eviction predicate embeds the batch's watermark as a constant, so every micro-batch
+    # generated and compiled those of every stateful operator again: a live 2,000 tx/s batch took
+    # 1.27 / 1.37 s with FALLBACK vs 1.05 / 1.18 s with NO_CODEGEN. Large batches are the other way
+    # round: their validation runs interpreted, 200,000-record batches of all four detectors went
+    # 18,276 / 16,655 tx/s with FALLBACK vs 15,441 / 14,871 (README, Performance). So this is the mode of
+    # small batches, and a query whose last batch read spark_codegen_large_batch_rows or more runs its
+    # next ones with FALLBACK (detectors.runner.CodegenByBatchSize; 0: never). Spark documents the
+    # switch as internal (its test suites run every expression both ways); FALLBACK restores Spark's
+    # behaviour for every batch.
     spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "NO_CODEGEN")
+    spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 20_000)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
 
     # --- Local state (all git-ignored) ---------------------------------------------------------

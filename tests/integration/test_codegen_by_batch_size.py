@@ -1,0 +1,55 @@
+"""A query that catches up runs compiled code, one that keeps up runs interpreted (detectors.runner.CodegenByBatchSize).
+
+Real broker and Spark: the shared query of a test detector gets two large micro-batches, then two small
+ones, and the plan of each batch shows whether whole-stage code generation was on (``*(n)`` before an
+operator), which ``spark.sql.codegen.factoryMode=NO_CODEGEN`` turns off. Each batch's records are one
+Kafka transaction on a one-partition topic, so the ``read_committed`` query sees each round whole: one
+round, one micro-batch.
+"""
+
+from __future__ import annotations
+
+import json
+
+from common.kafka_io import make_producer
+from common.waiting import wait_until
+from detectors.runner import RunOptions, start_detectors, summarize_progress
+from tests.detectors_for_tests import BIG_AMOUNT
+from tests.factories import encode, txn
+
+
+def test_large_batches_run_compiled_and_small_ones_interpreted(stack, topics, spark, tmp_path):
+    s = stack.replace(topic_transactions=topics("transactions", partitions=1), topic_alerts=topics("alerts"),
+                      topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"),
+                      spark_codegen_factory_mode="NO_CODEGEN", spark_codegen_large_batch_rows=100)
+    producer = make_producer(s, transactional_id=f"test-codegen-{tmp_path.name}")
+    producer.init_transactions()
+    [query] = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(checkpoint_root=tmp_path, shared=True))
+    sent = 0
+
+    def one_batch(records: int) -> str:
+        """Publish ``records`` transactions, wait until the query has read them, return its last plan."""
+        nonlocal sent
+        producer.begin_transaction()
+        for i in range(sent, sent + records):
+            value = txn(i, amount=12.0)
+            producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+        producer.commit_transaction()
+        sent += records
+        wait_until(lambda: _read_so_far(query) >= sent, 120, f"the query to read {sent} records")
+        return query._jsq.explainInternal(False)
+
+    try:
+        large = [one_batch(300) for _ in range(2)]
+        small = [one_batch(5) for _ in range(2)]
+    finally:
+        query.stop()
+        producer.close()
+    compiled = ["*(" in plan for plan in large + small]
+    # the first batch runs with the configured mode; each batch decides how the next one runs
+    assert compiled == [False, True, True, False], compiled
+
+
+def _read_so_far(query) -> int:
+    progress = query._jsq.lastProgress()
+    return summarize_progress(json.loads(progress.json()))["end_offset_total"] if progress is not None else 0
