@@ -332,9 +332,9 @@ def bench_pipeline(run: BenchRun, only_spark: list[str] | None = None, baselines
         if variants:
             run.set_phase(f"{label}: Spark variants at {cards:,} cards ({', '.join(variants)})")
             names = list(variants)
-            if run.sizes.cards.index(cards) % 2 == 1 and "spark_ds_velocity_builtin_sink" in names \
-                    and "spark_ds_velocity" in names:   # alternate which sink goes first (exactly-once pairs)
-                i, j = names.index("spark_ds_velocity"), names.index("spark_ds_velocity_builtin_sink")
+            if run.sizes.cards.index(cards) % 2 == 1 and all(n in names for n in EXACTLY_ONCE_PAIR):
+                # alternate which sink goes first (exactly-once pairs)
+                i, j = (names.index(n) for n in EXACTLY_ONCE_PAIR)
                 names[i], names[j] = names[j], names[i]
             # the JVM's first query pays code generation and JIT warm-up: a 2k-row batch, not measured
             warm = spark_plan_run(run, "warmup", DS_VEL, True, "exactly-once", data, expected=1000, timeout=150)

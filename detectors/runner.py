@@ -183,32 +183,24 @@ class CodegenByBatchSize:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         self.write(batch_df, batch_id)
-        wanted = self.mode_for(self.last_input_rows())
+        wanted = self.mode_for(self.input_rows())
         if wanted != self.mode:
             batch_df.sparkSession.conf.set("spark.sql.codegen.factoryMode", wanted)
-            log.info("query %s: next batches with spark.sql.codegen.factoryMode=%s", self.query_name, wanted)
+            log.info("query %s: next batches with spark.sql.codegen.factoryMode=%s", self.query.name, wanted)
             self.mode = wanted
 
     def mode_for(self, input_rows: int | None) -> str:
-        if not self.large_rows or self.small_mode == FALLBACK or input_rows is None:
+        if not self.large_rows or input_rows is None:
             return self.mode
         return FALLBACK if input_rows >= self.large_rows else self.small_mode
 
-    def last_input_rows(self) -> int | None:
+    def input_rows(self) -> int | None:
         """Records the batch just written read from the topic: the runner's validation counts them
-        (``observe``), so the batch's own execution has the figure as soon as its job has run. A query
-        without that count falls back to the previous batch's progress."""
-        if self.query is None:
+        (``observe``), so the batch's own execution has the figure as soon as its job has run."""
+        if self.query is None:     # the first batch can run before start() has returned
             return None
         observed = self.query._jsq.streamingQuery().lastExecution().observedMetrics()
-        if not observed.isEmpty():
-            return int(observed.valuesIterator().next().getAs("records"))
-        progress = self.query._jsq.lastProgress()   # the JVM's object, one py4j call
-        return progress.numInputRows() if progress is not None else None
-
-    @property
-    def query_name(self) -> str:
-        return self.query.name if self.query is not None else "?"
+        return None if observed.isEmpty() else int(observed.valuesIterator().next().getAs("records"))
 
 
 def query_name(detector: Detector) -> str:
