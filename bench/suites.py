@@ -78,7 +78,10 @@ class BenchRun:
     # -- topics and data -----------------------------------------------------------------------------
     def topic(self, base: str, partitions: int, **config: str) -> str:
         name = f"bench.{self.run_id}.{base}"
-        create_topics(self.settings, [TopicSpec(name, partitions, dict(config))])
+        if name not in create_topics(self.settings, [TopicSpec(name, partitions, dict(config))]):
+            # A run interrupted before its clean-up left it: reading it would count its records twice.
+            raise RuntimeError(f"topic {name} exists already (left by an earlier run with id {self.run_id!r}): "
+                               f"use another --run-id or delete the topics bench.{self.run_id}.*")
         self.topics.append(name)
         return name
 

@@ -26,6 +26,11 @@ def kafka_connector_jars(settings: Settings) -> list[Path]:
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 
+def jvm_options(settings: Settings) -> str:
+    """The options of every Spark JVM (driver and, on a cluster, executors)."""
+    return f"-XX:+Use{settings.spark_gc}GC {JIT_HUGE_METHODS}"
+
+
 def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
                    extra: dict[str, Any] | None = None) -> dict[str, str]:
     config = {
@@ -60,8 +65,8 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.python.daemon.module": "common.pyspark_daemon",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.sql.warehouse.dir": str(settings.run_dir / "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {JIT_HUGE_METHODS}",
-        "spark.executor.extraJavaOptions": JIT_HUGE_METHODS,
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {jvm_options(settings)}",
+        "spark.executor.extraJavaOptions": jvm_options(settings),
     }
     if with_kafka:
         config["spark.jars"] = ",".join(str(j) for j in kafka_connector_jars(settings))

@@ -14,7 +14,10 @@ import subprocess
 import sys
 import uuid
 
+import pytest
+
 from bench.baselines.logic import Detection
+from bench.suites import BenchRun, Sizes
 from bench.workload import Workload, generate
 from common.contracts import decode_transaction
 from common.settings import REPO_ROOT
@@ -63,3 +66,16 @@ def test_bench_quick_baselines_end_to_end(stack):
             assert not [t for t in admin.list_topics() if t.startswith(f"bench.{run_id}.")]
     finally:
         shutil.rmtree(out_dir, ignore_errors=True)
+
+
+def test_a_run_refuses_the_topics_an_interrupted_run_of_its_id_left(stack, tmp_path):
+    """A reused --run-id would append a second copy of the data to the leftover topic and read both."""
+    run_id = f"smoke-{uuid.uuid4().hex[:8]}"
+    interrupted = BenchRun(stack, Sizes.for_mode(True), run_id, tmp_path, procs=None)
+    try:
+        interrupted.topic("tx.1000", 1)           # ...and no cleanup(): the run was killed here
+        again = BenchRun(stack, Sizes.for_mode(True), run_id, tmp_path, procs=None)
+        with pytest.raises(RuntimeError, match=f"bench.{run_id}.tx.1000 exists already"):
+            again.topic("tx.1000", 1)
+    finally:
+        interrupted.cleanup()

@@ -26,3 +26,11 @@ def test_the_session_takes_its_codegen_factory_mode_from_the_settings(spark, set
     """NO_CODEGEN by default: no eviction predicate generated and compiled again every micro-batch."""
     assert settings.spark_codegen_factory_mode == "NO_CODEGEN"
     assert spark.conf.get("spark.sql.codegen.factoryMode") == settings.spark_codegen_factory_mode
+
+
+def test_the_jvm_runs_the_collector_of_the_settings(spark, settings):
+    """Parallel by default (FRAUD_SPARK_GC): G1's barriers and concurrent threads cost 12-15% of two cores."""
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
+    expected = {"Parallel": {"PS Scavenge", "PS MarkSweep"}, "G1": {"G1 Young Generation", "G1 Old Generation"}}
+    assert expected[settings.spark_gc] <= collectors
