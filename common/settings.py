@@ -69,11 +69,12 @@ class Settings:
     # On a cluster: about 2-3x the executor cores (deploy/README.md).
     spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 1)
     spark_driver_memory: str = _env("FRAUD_SPARK_DRIVER_MEMORY", "2g")
-    # The Spark JVM's garbage collector (-XX:+Use<this>GC). HotSpot's default, G1, gave up 12-15% of
-    # two cores to its barriers and concurrent threads: side by side, 200,000-record batches of all four
-    # detectors took 8.2-8.8 s with Parallel vs 9.9-10.3 s with G1 and a live 2,000 tx/s batch 926 vs
-    # 1,089-1,102 ms (README, Performance). Parallel stops the world for its collections, which on a
-    # heap of a few GB are short; G1 suits much larger heaps.
+    # The Spark JVMs' garbage collector (-XX:+Use<this>GC). HotSpot's default, G1, gave up about 15% of
+    # two cores to its barriers and concurrent threads: side by side, 800,000 transactions through all
+    # four detectors at 17,751 tx/s with Parallel vs 15,437 with G1, a live 2,000 tx/s micro-batch in
+    # 926 vs 1,089-1,102 ms (README, Performance). Parallel stops the world for each collection: full
+    # ones took up to 1.1 s with a 4 GB heap and a million rows of join state; for much larger heaps
+    # with a latency target, measure G1.
     spark_gc: str = _env("FRAUD_SPARK_GC", "Parallel")
     # The Kafka source's consumers: how long a fetch at the end of a partition waits for more data.
     # Kafka's default of 500 ms was paid once per partition per scan of the topic in every micro-batch

@@ -29,7 +29,7 @@ def test_the_session_takes_its_codegen_factory_mode_from_the_settings(spark, set
 
 
 def test_the_jvm_runs_the_collector_of_the_settings(spark, settings):
-    """Parallel by default (FRAUD_SPARK_GC): G1's barriers and concurrent threads cost 12-15% of two cores."""
+    """Parallel by default (FRAUD_SPARK_GC): G1's barriers and concurrent threads cost about 15% of two cores."""
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
     expected = {"Parallel": {"PS Scavenge", "PS MarkSweep"}, "G1": {"G1 Young Generation", "G1 Old Generation"}}
