@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 
 from bench import report, suites
 from bench.procs import machine
-from common.settings import REPO_ROOT, get_settings
+from common.settings import REPO_ROOT, Settings, get_settings
 from deploy.processes import ProcessGroup
 
 NAMES = ("producer", "pipeline", "python", "faust", "latency", "exactly-once", "memory")
@@ -54,6 +54,14 @@ NOTES = [
     "(see the latency section), one variant after the other, loads ascending; a variant that cannot drain "
     "a load is marked saturated and not given higher loads.",
 ]
+
+
+def spark_settings() -> dict:
+    """The settings the run's Spark children start with (this environment and ``suites.SPARK_ENV``):
+    A/B runs change the collector, the code generation mode, ... by environment variables."""
+    settings = Settings.from_env(environ={**os.environ, **suites.SPARK_ENV})
+    return {name: str(value) for name, value in vars(settings).items()
+            if name.startswith("spark_") and name != "spark_jars_dir"}
 
 
 def main(argv=None) -> int:
@@ -98,7 +106,8 @@ def main(argv=None) -> int:
     (out_dir / "tmp").mkdir(parents=True, exist_ok=True)
     results: dict = {"run_id": run_id, "quick": args.quick, "selected": selected,
                      "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                     "machine": machine(), "config": vars(sizes), "notes": list(NOTES), "benchmarks": {},
+                     "machine": machine(), "config": vars(sizes), "spark_settings": spark_settings(),
+                     "notes": list(NOTES), "benchmarks": {},
                      "errors": {}}
     t0 = time.monotonic()
     with ProcessGroup(out_dir / "logs", base_env=dict(os.environ, PYTHONUNBUFFERED="1")) as procs:

@@ -55,6 +55,14 @@ def targets(results: dict) -> list[dict]:
     return rows
 
 
+def spark_line(spark: dict) -> str:
+    large = int(spark["spark_codegen_large_batch_rows"])
+    switch = f"FALLBACK after a batch of {large:,} records or more" if large else "never switched"
+    return (f"{spark['spark_master']}, {spark['spark_driver_memory']} driver, {spark['spark_gc']} collector, "
+            f"{spark['spark_shuffle_partitions']} shuffle partition(s), code generation "
+            f"{spark['spark_codegen_factory_mode']} ({switch})")
+
+
 def markdown(results: dict) -> str:
     m = results["machine"]
     b = results["benchmarks"]
@@ -63,6 +71,7 @@ def markdown(results: dict) -> str:
              f"{m['cpus']} cores ({m.get('cpu_model')}), {m['memory_total_bytes'] / 2**30:.1f} GiB; Python {m['python']}, "
              f"pyspark {m['pyspark']}, Kafka {m['kafka_broker']}, {m['java']}, kafka-python {m['kafka-python']}, "
              f"faust-streaming {m['faust-streaming']}.", "",
+             *([f"Spark: {spark_line(results['spark_settings'])}.", ""] if results.get("spark_settings") else []),
              f"1-min load average during the run: min {min(loads, default=0):.2f}, median "
              f"{sorted(loads)[len(loads) // 2] if loads else 0:.2f}, max {max(loads, default=0):.2f} "
              f"(the machine is shared: other engineers' jobs run beside this one; every comparison below "

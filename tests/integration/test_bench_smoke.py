@@ -58,7 +58,9 @@ def test_bench_quick_baselines_end_to_end(stack):
                 json.dumps(variant, indent=1, default=str) + result.stdout[-2000:]
             assert variant["alerts"]["double_swipe"] >= truth["double_swipes"] > 0
         assert doc["machine"]["cpus"] and doc["load_samples"] and doc["leftover_processes"] == []
+        assert doc["spark_settings"]["spark_gc"] == stack.spark_gc
         assert "python_1p" in (out_dir / "results.md").read_text()
+        assert f"{stack.spark_gc} collector" in (out_dir / "results.md").read_text()
         assert (out_dir / "throughput_vs_cards.png").exists()
         from common.kafka_admin import admin_client
 
