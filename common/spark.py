@@ -56,12 +56,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.sql.optimizer.expression.nestedPruning.enabled": "false",
         "spark.sql.optimizer.nestedSchemaPruning.enabled": "false",
         "spark.sql.codegen.factoryMode": settings.spark_codegen_factory_mode,
-        # The HDFS-backed state stores keep every version of their maps that this many batches may need
-        # again, each a copy of the whole map on the heap; Spark's 2 also covers re-running a failed batch
-        # from memory. With 1 a failed batch reloads its state from the checkpoint (slower, same result),
-        # and the collector has one copy less of every state to carry: 800,000 transactions through all
-        # four detectors at 18,907 / 19,079 tx/s vs 16,128 / 17,647 (README, Performance).
-        "spark.sql.streaming.maxBatchesToRetainInMemory": "1",
+        "spark.sql.streaming.maxBatchesToRetainInMemory": str(settings.spark_state_versions_in_memory),
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",

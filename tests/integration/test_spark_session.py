@@ -34,3 +34,9 @@ def test_the_jvm_runs_the_collector_of_the_settings(spark, settings):
     collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
     expected = {"Parallel": {"PS Scavenge", "PS MarkSweep"}, "G1": {"G1 Young Generation", "G1 Old Generation"}}
     assert expected[settings.spark_gc] <= collectors
+
+
+def test_the_state_stores_cache_the_versions_of_the_settings(spark, settings):
+    """One by default (FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY): Spark's 2 keeps a second copy of every state map."""
+    assert settings.spark_state_versions_in_memory == 1
+    assert spark.conf.get("spark.sql.streaming.maxBatchesToRetainInMemory") == "1"
