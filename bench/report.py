@@ -61,7 +61,7 @@ def spark_line(spark: dict) -> str:
     return (f"{spark['spark_master']}, {spark['spark_driver_memory']} driver, {spark['spark_gc']} collector, "
             f"{spark['spark_shuffle_partitions']} shuffle partition(s), code generation "
             f"{spark['spark_codegen_factory_mode']} ({switch}), "
-            f"{spark.get('spark_state_versions_in_memory', '2')} state version(s) cached")
+            f"{spark['spark_state_versions_in_memory']} state version(s) cached")
 
 
 def markdown(results: dict) -> str:

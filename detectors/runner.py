@@ -183,6 +183,8 @@ class CodegenByBatchSize:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         self.write(batch_df, batch_id)
+        if not self.large_rows:    # the switch is off: no py4j round trips for the batch's count
+            return
         wanted = self.mode_for(self.input_rows())
         if wanted != self.mode:
             batch_df.sparkSession.conf.set("spark.sql.codegen.factoryMode", wanted)
@@ -190,7 +192,7 @@ class CodegenByBatchSize:
             self.mode = wanted
 
     def mode_for(self, input_rows: int | None) -> str:
-        if not self.large_rows or input_rows is None:
+        if input_rows is None:
             return self.mode
         return FALLBACK if input_rows >= self.large_rows else self.small_mode
 
