@@ -111,7 +111,9 @@ class Settings:
     # --- Local state (all git-ignored) ---------------------------------------------------------
     run_dir: Path = _env("FRAUD_RUN_DIR", REPO_ROOT / ".run")
     cache_dir: Path = _env("FRAUD_CACHE_DIR", REPO_ROOT / ".cache")
-    checkpoint_root: Path = _env("FRAUD_CHECKPOINT_ROOT", REPO_ROOT / ".run" / "checkpoints")
+    # A local folder or a Hadoop file system URI (hdfs://..., s3a://...), kept as text: a Path would fold
+    # "s3a://bucket" into "s3a:/bucket". Join names onto it with checkpoint_location().
+    checkpoint_root: str = _env("FRAUD_CHECKPOINT_ROOT", str(REPO_ROOT / ".run" / "checkpoints"))
     model_registry: Path = _env("FRAUD_MODEL_REGISTRY", REPO_ROOT / "models" / "registry")
 
     # --- Embedded local stack ------------------------------------------------------------------
@@ -158,6 +160,12 @@ class Settings:
                 value = value.split("://", 1)[0] + "://***@" + value.rsplit("@", 1)[1]
             rows.append((f.metadata["env"], str(value), f.name))
         return rows
+
+
+def checkpoint_location(root: str | Path, name: str) -> str:
+    """``name`` under a checkpoint root that is a local folder or a file system URI (``s3a://b/ckpt``)."""
+    root = str(root)
+    return f"{root.rstrip('/')}/{name}" if "://" in root else str(Path(root) / name)
 
 
 def _render(value: Any) -> str:

@@ -82,7 +82,7 @@ def run_settings(base: Settings, run_id: str, prefix: str = "demo") -> Settings:
         topic_alert_markers=f"{name}.alerts.markers", topic_alerts_enriched=f"{name}.alerts.enriched",
         topic_cases=f"{name}.cases", sinks_namespace=name,
         enricher_app_id=f"{name}-enricher", cases_app_id=f"{name}-cases",
-        run_dir=base.run_dir / prefix / run_id, checkpoint_root=base.run_dir / prefix / run_id / "checkpoints")
+        run_dir=base.run_dir / prefix / run_id, checkpoint_root=str(base.run_dir / prefix / run_id / "checkpoints"))
 
 
 def run_topic_names(settings: Settings) -> list[str]:

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.errors import StreamingQueryException
 
 from common.kafka_clients import spark_kafka_options
-from common.settings import Settings, get_settings
+from common.settings import Settings, checkpoint_location, get_settings
 from detectors.base import TRANSACTION_SCHEMA, Detector
 from detectors.registry import in_registry_order
 from detectors.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
@@ -48,7 +48,7 @@ class RunOptions:
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = 200_000
     trigger_seconds: float = 0.0                # 0: start the next micro-batch as soon as one ends
-    checkpoint_root: Path | None = None
+    checkpoint_root: str | Path | None = None     # a local folder or a URI; None: the settings'
     shared: bool = False                        # all detectors in one query (one read of the topic)
     with_dlq: bool = True                       # run the dead-letter branch
     fail_on_data_loss: bool = True
@@ -144,7 +144,7 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
     """Start one named query writing ``rows`` with the chosen sink and its own checkpoint."""
     if options.sink not in SINKS:
         raise ValueError(f"unknown sink {options.sink!r}: choose one of {', '.join(SINKS)}")
-    checkpoint = str((options.checkpoint_root or settings.checkpoint_root) / name)
+    checkpoint = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, name)
     exactly_once = options.sink == "exactly-once"
     writer = ((rows if exactly_once else rows.drop("kind")).writeStream.queryName(name)
               .option("checkpointLocation", checkpoint).outputMode("append"))
@@ -433,7 +433,7 @@ def main(names: Sequence[str] = (), argv: Sequence[str] = ()) -> int:
     parser.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON offsets")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=200_000)
     parser.add_argument("--trigger-seconds", type=float, default=0.0)
-    parser.add_argument("--checkpoint-root", type=Path, default=None)
+    parser.add_argument("--checkpoint-root", default=None, help="a local folder or a URI (hdfs://, s3a://)")
     parser.add_argument("--duration", type=float, default=0.0, help="stop after this many seconds (0: run until Ctrl-C)")
     args = parser.parse_args(list(argv))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -35,7 +35,7 @@ from typing import Any, Iterable
 
 from common.contracts import format_event_time
 from common.kafka_io import make_producer, read_topic
-from common.settings import Settings
+from common.settings import Settings, checkpoint_location
 
 log = logging.getLogger(__name__)
 
@@ -58,9 +58,23 @@ def read_last_marker(settings: Settings, writer_id: str, timeout: float = 60.0) 
     return last
 
 
-def checkpoint_query_id(checkpoint_dir: str | Path) -> str:
-    """The query id Spark stores in ``<checkpoint>/metadata`` (stable across restarts)."""
-    return json.loads((Path(checkpoint_dir) / "metadata").read_text())["id"]
+def checkpoint_query_id(checkpoint: str | Path, spark=None) -> str:
+    """The query id Spark stores in ``<checkpoint>/metadata`` (stable across restarts).
+
+    With a Spark session the file is read through Hadoop's file system API, as Spark wrote it, so a
+    checkpoint on HDFS or S3 (``s3a://``) works; without one (a writer driven by hand) from a local folder.
+    """
+    if spark is None:
+        text = (Path(checkpoint) / "metadata").read_text()
+    else:
+        jvm = spark._jvm
+        path = jvm.org.apache.hadoop.fs.Path(checkpoint_location(checkpoint, "metadata"))
+        stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
+        try:
+            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+    return json.loads(text)["id"]
 
 
 class ExactlyOnceWriter:
@@ -77,7 +91,7 @@ class ExactlyOnceWriter:
         # Transactional ids are global to the cluster: scoped by the alerts topic, two deployments (or a
         # test beside `make demo`) on one broker never fence each other; one deployment's id is stable.
         self.transactional_id = f"fraud-writer.{settings.topic_alerts}.{writer_id}"
-        self.checkpoint_dir = Path(checkpoint_dir)
+        self.checkpoint_dir = str(checkpoint_dir)   # a local folder or a URI (hdfs://, s3a://)
         self.transaction_timeout_ms = transaction_timeout_ms
         self.producer = None
         self.last: Marker | None = None
@@ -112,6 +126,8 @@ class ExactlyOnceWriter:
     def __call__(self, batch_df, batch_id: int) -> None:
         if self.producer is None:
             self.open()
+        if self._query_id is None:
+            self._query_id = checkpoint_query_id(self.checkpoint_dir, batch_df.sparkSession)
         if self.last is not None and self.last.query_id == self.query_id and batch_id <= self.last.batch_id:
             self.stats["batches_skipped"] += 1
             log.warning("writer %s: batch %d already committed (last %d): skipped replay",

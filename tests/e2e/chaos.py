@@ -140,7 +140,7 @@ def private_stack(base: Settings, run_dir: Path) -> Settings:
     redis_port = local_stack.free_ports(26479, 26579)
     return base.replace(kafka_bootstrap=f"127.0.0.1:{kafka}", local_kafka_controller_port=kafka + 1,
                         redis_url=f"redis://127.0.0.1:{redis_port}/0", dashboard_port=_free_port(),
-                        run_dir=run_dir, checkpoint_root=run_dir / "checkpoints", local_kafka_heap="512m")
+                        run_dir=run_dir, checkpoint_root=str(run_dir / "checkpoints"), local_kafka_heap="512m")
 
 
 class ChaosRun:

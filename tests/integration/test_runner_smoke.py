@@ -11,7 +11,8 @@ from common.kafka_io import make_producer, read_topic
 from common.contracts import ALERT_TRIGGER_FIELDS, alert_id, validate_alert
 from common.waiting import wait_until
 from detectors import harness, registry
-from detectors.runner import RunOptions, start_detectors
+from detectors.runner import RunOptions, query_name, start_detectors
+from sinks.alert_writer import read_last_marker
 from tests.detectors_for_tests import BIG_AMOUNT
 from tests.factories import T0, encode, txn
 
@@ -50,6 +51,34 @@ def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_p
         assert {n: a.get(n) for n in ALERT_TRIGGER_FIELDS} == {n: trigger[n] for n in ALERT_TRIGGER_FIELDS}
     reasons = sorted(json.loads(r.value)["reason"] for r in dlq)
     assert reasons == ["amount is negative", "value is not valid JSON"]
+
+
+def test_a_checkpoint_root_given_as_a_uri_holds_the_checkpoints(stack, topics, spark, tmp_path):
+    """FRAUD_CHECKPOINT_ROOT may be a file system URI (hdfs://, s3a://; file:// here): the queries
+    checkpoint there, and the exactly-once writer reads the query id back through Hadoop's file system."""
+    s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
+                      topic_alert_markers=topics("markers", cleanup__policy="compact"),
+                      checkpoint_root=f"file://{tmp_path}/checkpoints/")
+    producer = make_producer(s)
+    for i in range(3):
+        value = txn(i, amount=950.0, merchant=f"m-{i}")
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.flush()
+
+    [query] = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(with_dlq=False))
+    try:
+        wait_until(lambda: _failed(query) or len(_alerts(s)) >= 3, 120, "3 alerts")
+    finally:
+        query.stop()
+    name = query_name(BIG_AMOUNT)
+    metadata = json.loads((tmp_path / "checkpoints" / name / "metadata").read_text())
+    assert read_last_marker(s, name).query_id == metadata["id"]
+
+
+def _failed(query) -> bool:
+    if query.exception() is not None:
+        pytest.fail(f"query {query.name} failed: {query.exception()}")
+    return False
 
 
 def _alerts(s):

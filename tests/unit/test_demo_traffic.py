@@ -34,4 +34,4 @@ def test_a_run_has_topics_groups_namespace_and_folders_of_its_own(tmp_path):
     names = [run.topic_transactions, run.topic_alerts, run.topic_alert_markers, run.topic_dlq,
              run.topic_alerts_enriched, run.topic_cases, run.enricher_app_id, run.cases_app_id, run.sinks_namespace]
     assert all(name.startswith("e2e-20260101-000000") for name in names) and len(set(names)) == len(names)
-    assert run.run_dir == tmp_path / "e2e" / "20260101-000000" and run.checkpoint_root.parent == run.run_dir
+    assert run.run_dir == tmp_path / "e2e" / "20260101-000000" and Path(run.checkpoint_root).parent == run.run_dir

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from common.settings import REPO_ROOT, Settings
+from common.settings import REPO_ROOT, Settings, checkpoint_location
 
 
 def test_defaults_point_at_the_local_stack():
@@ -19,7 +19,19 @@ def test_every_setting_is_overridden_by_its_environment_variable():
     assert (s.kafka_bootstrap, s.kafka_host, s.kafka_port) == ("broker:9093", "broker", 9093)
     assert s.partitions_transactions == 24
     assert s.kafka_ssl_check_hostname is False
-    assert s.checkpoint_root == Path("/tmp/cp")
+    assert s.checkpoint_root == "/tmp/cp"
+
+
+@pytest.mark.parametrize("root, location", [
+    ("s3a://fraud-state/checkpoints", "s3a://fraud-state/checkpoints/detector-velocity"),
+    ("hdfs://namenode:8020/fraud/", "hdfs://namenode:8020/fraud/detector-velocity"),
+    ("/var/lib/fraud/checkpoints", "/var/lib/fraud/checkpoints/detector-velocity"),
+])
+def test_a_checkpoint_root_keeps_its_uri(root, location):
+    s = Settings.from_env(environ={"FRAUD_CHECKPOINT_ROOT": root})
+    assert s.checkpoint_root == root
+    assert checkpoint_location(s.checkpoint_root, "detector-velocity") == location
+    assert checkpoint_location(Path(root) if "://" not in root else root, "detector-velocity") == location
 
 
 def test_a_bad_value_gives_a_clear_error():
