@@ -26,6 +26,15 @@ def kafka_connector_jars(settings: Settings) -> list[Path]:
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 
+# Local paths (checkpoints, the warehouse) through Hadoop's raw local file system, without a .crc file
+# beside every file: Spark's checkpoint manager goes through FileContext (AbstractFileSystem), the rest
+# through FileSystem. See Settings.spark_local_checksum_files.
+RAW_LOCAL_FILE_SYSTEM = {
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+}
+
+
 def jvm_options(settings: Settings) -> str:
     """The options of every Spark JVM (driver and, on a cluster, executors)."""
     return f"-XX:+Use{settings.spark_gc}GC {JIT_HUGE_METHODS}"
@@ -69,6 +78,8 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {jvm_options(settings)}",
         "spark.executor.extraJavaOptions": jvm_options(settings),
     }
+    if not settings.spark_local_checksum_files:
+        config.update(RAW_LOCAL_FILE_SYSTEM)
     if with_kafka:
         config["spark.jars"] = ",".join(str(j) for j in kafka_connector_jars(settings))
     config.update({k: str(v) for k, v in (extra or {}).items()})
