@@ -200,7 +200,7 @@ def run_microbatches(detector: Detector, batches: list[list[dict]], spark=None,
             (staging / name).rename(source / name)         # atomic: the source never sees half a file
 
             def data_batch_done() -> bool:
-                _raise_if_failed(query)
+                raise_if_failed(query)
                 return any(_file_offset(p) >= index for p in query.recentProgress)
 
             wait_until(data_batch_done, timeout, f"micro-batch {index} of {detector.name}", interval=0.05)
@@ -208,7 +208,7 @@ def run_microbatches(detector: Detector, batches: list[list[dict]], spark=None,
             # runs when the watermark moved (evictions, closed windows). processAllAvailable returns once a
             # trigger finds nothing to do.
             query.processAllAvailable()
-            _raise_if_failed(query)
+            raise_if_failed(query)
             for raw in query.recentProgress:
                 if raw["batchId"] > seen:
                     # A batch read data iff the file source's end offset moved (a progress's startOffset
@@ -228,7 +228,8 @@ def run_microbatches(detector: Detector, batches: list[list[dict]], spark=None,
                          alerts_by_batch=[_sorted(found) for found in by_batch], progress=progress)
 
 
-def _raise_if_failed(query) -> None:
+def raise_if_failed(query) -> None:
+    """Raise the error of a streaming query that stopped with one (for polls with a deadline)."""
     error = query.exception()
     if error is not None:
         raise RuntimeError(f"streaming query {query.name} failed: {error}")

@@ -161,9 +161,7 @@ def _end_offsets(settings, topic: str) -> dict[str, int]:
 
 
 def _progress(query) -> list[dict]:
-    error = query.exception()
-    if error is not None:
-        raise RuntimeError(f"query {query.name} failed: {error}")
+    harness.raise_if_failed(query)
     return [json.loads(p.json) for p in query.recentProgress]
 
 

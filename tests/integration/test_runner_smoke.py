@@ -67,18 +67,12 @@ def test_a_checkpoint_root_given_as_a_uri_holds_the_checkpoints(stack, topics, s
 
     [query] = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(with_dlq=False))
     try:
-        wait_until(lambda: _failed(query) or len(_alerts(s)) >= 3, 120, "3 alerts")
+        wait_until(lambda: harness.raise_if_failed(query) or len(_alerts(s)) >= 3, 120, "3 alerts")
     finally:
         query.stop()
     name = query_name(BIG_AMOUNT)
     metadata = json.loads((tmp_path / "checkpoints" / name / "metadata").read_text())
     assert read_last_marker(s, name).query_id == metadata["id"]
-
-
-def _failed(query) -> bool:
-    if query.exception() is not None:
-        pytest.fail(f"query {query.name} failed: {query.exception()}")
-    return False
 
 
 def _alerts(s):

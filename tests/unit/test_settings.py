@@ -31,7 +31,10 @@ def test_a_checkpoint_root_keeps_its_uri(root, location):
     s = Settings.from_env(environ={"FRAUD_CHECKPOINT_ROOT": root})
     assert s.checkpoint_root == root
     assert checkpoint_location(s.checkpoint_root, "detector-velocity") == location
-    assert checkpoint_location(Path(root) if "://" not in root else root, "detector-velocity") == location
+
+
+def test_a_local_checkpoint_root_may_be_a_path():
+    assert checkpoint_location(Path("/var/lib/fraud"), "detector-velocity") == "/var/lib/fraud/detector-velocity"
 
 
 def test_a_bad_value_gives_a_clear_error():
