@@ -42,10 +42,10 @@ from detectors import backtest, harness, registry
 from detectors.runner import RunOptions, query_name, start_detectors
 from producers.simulate import publish
 from producers.simulator import SimConfig, Simulator
+from tests.detectors_for_tests import BUILT_IN
 
 pytestmark = pytest.mark.slow           # ~3 minutes: make test-slow (the e2e suite checks recall on a shorter stream)
 
-BUILT_IN = ["double_swipe", "velocity", "amount_anomaly", "impossible_travel"]   # ml_score: the models issue
 SEED = 7
 CUSTOMERS = 2_000
 COUNT = 60_000

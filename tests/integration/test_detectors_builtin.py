@@ -10,8 +10,8 @@ import pytest
 
 from detectors import harness, registry, samples
 from detectors.samples import LONDON, NEW_YORK, PARIS, T0, txn
+from tests.detectors_for_tests import BUILT_IN
 
-BUILT_IN = ["double_swipe", "velocity", "amount_anomaly", "impossible_travel"]
 MIN = timedelta(minutes=1)
 
 
