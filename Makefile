@@ -57,7 +57,7 @@ chaos: fetch ## the full chaos suite: 205,000 transactions while every component
 
 .PHONY: demo
 demo: fetch ## the whole diamond on the local stack (see README)
-	$(PY) -m deploy.demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE)) $(if $(KEEP),--keep-running)
+	$(PY) -m demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE)) $(if $(KEEP),--keep-running)
 
 .PHONY: clean
 clean: down ## remove the venv, downloads and run-time data
@@ -90,11 +90,11 @@ train: venv ## train and compare models on simulated data, register the best, wr
 # --- downstream services ----------------------------------------------------------------------
 .PHONY: enricher cases dashboard
 enricher: up ## the Faust enricher: alerts -> alerts.enriched
-	$(PY) -m sinks.enricher worker -l info
+	$(PY) -m services.enricher worker -l info
 cases: up ## the Faust case manager: alerts.enriched -> cases (+ Redis)
-	$(PY) -m sinks.cases worker -l info
+	$(PY) -m services.cases worker -l info
 dashboard: up ## the live dashboard on http://127.0.0.1:8765/
-	$(PY) -m sinks.dashboard
+	$(PY) -m services.dashboard
 
 # --- benchmarks -------------------------------------------------------------------------------
 .PHONY: bench bench-quick bench-producer

@@ -57,10 +57,6 @@ def tree_rss(root: int) -> dict[str, int]:
     return out
 
 
-def group_rss(pids: list[int]) -> int:
-    return sum(tree_rss(p)["total"] for p in pids)
-
-
 def machine() -> dict:
     info: dict = {"hostname": platform.node(), "platform": platform.platform(), "cpus": os.cpu_count(),
                   "python": platform.python_version(), "load_avg_at_start": os.getloadavg()}

@@ -19,10 +19,8 @@ import json
 import os
 import platform
 import statistics
-import time
 import uuid
 from datetime import datetime, timezone
-from pathlib import Path
 
 from common.settings import REPO_ROOT, get_settings
 from common.kafka_admin import TopicSpec, create_topics, delete_topics

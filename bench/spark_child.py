@@ -167,7 +167,7 @@ def _keep_progress(path: Path, events: list[dict]) -> None:
 
 def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) -> dict:
     from common.waiting import wait_until
-    from detectors.runner import RunOptions, start_detectors
+    from spark_job.queries import RunOptions, start_detectors
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
@@ -207,7 +207,7 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
 
 
 def run_live(spark, collector, run: dict, settings, tmp: Path, out: Path) -> dict:
-    from detectors.runner import RunOptions, start_detectors
+    from spark_job.queries import RunOptions, start_detectors
 
     s = settings.replace(topic_transactions=run["topic"], topic_alerts=run["alerts_topic"],
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import sys
 import threading
 import time
 import uuid
@@ -199,7 +198,7 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
             "timeout_s": timeout or (run.sizes.slow_timeout_s if slow else run.sizes.spark_timeout_s),
             "max_offsets_per_trigger": batch_size(run.sizes, name),
             # Spark's built-in Kafka sink cannot switch how a query's batches run code by their size
-            # (detectors.runner.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
+            # (spark_job.codegen.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
             "codegen_large_batch_rows": 0 if name in EXACTLY_ONCE_PAIR else None}
 
 
@@ -211,7 +210,7 @@ def batch_size(sizes: Sizes, variant: str) -> int:
     (``*_default_batches``: the runner's own bound, what ``python -m detectors run`` and ``make demo`` read
     per micro-batch when they have fallen behind)."""
     if variant.endswith("_default_batches"):
-        from detectors.runner import RunOptions
+        from spark_job.options import RunOptions
 
         return RunOptions().max_offsets_per_trigger
     return sizes.large_batch if variant.endswith("_large_batches") else sizes.max_offsets
@@ -596,7 +595,3 @@ def bench_memory(run: BenchRun, pipeline: dict | None) -> dict:
                 row[name] = {"total_bytes": v.get("rss_bytes", 0)}
         out[cards] = row
     return out
-
-
-def python_exe() -> str:
-    return sys.executable

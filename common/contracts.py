@@ -1,7 +1,7 @@
 """The event contracts of design.md section 2, as plain Python: the reference every component checks against.
 
 ``validate_transaction`` is the specification of a valid transaction. The Spark runner implements the
-same rules natively (``detectors/parsing.py``) and a property-based test holds the two to agreement.
+same rules natively (``spark_job/parsing.py``) and a property-based test holds the two to agreement.
 """
 
 from __future__ import annotations

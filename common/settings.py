@@ -95,7 +95,7 @@ class Settings:
     # round: their validation runs interpreted, 200,000-record batches of all four detectors went
     # 18,276 / 16,655 tx/s with FALLBACK vs 15,441 / 14,871 (README, Performance). So this is the mode of
     # small batches, and a query whose last batch read spark_codegen_large_batch_rows or more runs its
-    # next ones with FALLBACK (detectors.runner.CodegenByBatchSize; 0: never). Spark documents the
+    # next ones with FALLBACK (spark_job.codegen.CodegenByBatchSize; 0: never). Spark documents the
     # switch as internal (its test suites run every expression both ways); FALLBACK restores Spark's
     # behaviour for every batch.
     spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "NO_CODEGEN")

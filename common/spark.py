@@ -20,7 +20,7 @@ def kafka_connector_jars(settings: Settings) -> list[Path]:
 
 
 # HotSpot leaves methods over 8,000 bytes of bytecode to the interpreter. The generated code of the
-# runner's validation (one CASE of ~60 rules, detectors/parsing.py) is such a method: validating 100,000
+# runner's validation (one CASE of ~60 rules, spark_job/parsing.py) is such a method: validating 100,000
 # records took 2.19 s with the default and 1.61 s with huge methods compiled (static DataFrame, min of 4;
 # without whole-stage codegen 1.92 s). Measured in the README (Performance).
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
@@ -58,7 +58,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         # batch; without it 1-1.3 s (measured on double_swipe, 50k-row batches). The rule only adds
         # redundant isnotnull filters here, so it is switched off.
         "spark.sql.constraintPropagation.enabled": "false",
-        # The runner's shared exchange (detectors.runner.read_once) carries one struct that every branch of
+        # The runner's shared exchange (spark_job.queries.read_once) carries one struct that every branch of
         # a query reads; pruning its fields per branch would make the branches' exchanges differ, and only
         # identical exchanges are reused: each branch would scan and validate the batch again. Nothing
         # here reads nested columns from files, which is what these two rules are for.

@@ -1,1 +1,1 @@
-"""The embedded local stack (``python -m deploy``) and the docker compose deployment."""
+"""Infrastructure only: the embedded local stack (``python -m deploy``), topics, TLS and docker compose."""

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from common.settings import Settings
-from deploy.local_stack import write_private
+from deploy.private_files import write_private
 from deploy.tls import make_broker_tls
 
 MECHANISM = "SCRAM-SHA-512"

@@ -24,6 +24,7 @@ from common.kafka_clients import describe_endpoint
 from common.redis_clients import redis_address
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
+from deploy.private_files import write_private
 from deploy.processes import tail_file
 
 DEPLOY_DIR = Path(__file__).resolve().parent
@@ -189,16 +190,6 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
     except PermissionError:
         os.kill(pid, sig)
-
-
-def write_private(path: Path, text: str) -> Path:
-    """Write ``text`` to a file only its owner can read (it holds a password)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    return path
 
 
 def port_open(host: str, port: int) -> bool:

@@ -1,4 +1,4 @@
-"""Command line of the detectors (design.md section 7).
+"""Command line of the detectors (docs/architecture.md, "Entry points").
 
     python -m detectors list
     python -m detectors run [NAME ...] [runner options]
@@ -12,6 +12,7 @@ import json
 import sys
 
 from detectors import registry
+from spark_job import options
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -38,7 +39,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     for name in args.names:
         registry.get(name)            # fail fast on a typo, before Spark starts
     problems = registry.problems(registry.resolve(args.names))
@@ -46,9 +47,9 @@ def cmd_run(args: argparse.Namespace, rest: list[str]) -> int:
         for problem in problems:
             print(f"python -m detectors run: {problem}", file=sys.stderr)
         return 2
-    from detectors import runner      # written by the runtime: imported lazily so `list` works without it
+    from spark_job import job          # the Spark job: imported lazily so `list` works without starting it
 
-    return runner.main(args.names, rest) or 0
+    return job.run(args.names, args) or 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,8 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
     run = sub.add_parser("run", help="run detectors as streaming queries on the transactions topic",
-                         description="Options after the names are passed on to detectors.runner.")
+                         description="The detector job (spark_job): one query per detector and the dead letters.")
     run.add_argument("names", nargs="*", metavar="NAME", help="detectors to run (default: all)")
+    options.add_arguments(run)
 
     back = sub.add_parser("backtest", help="score detectors on a transactions file against labels")
     back.add_argument("names", nargs="*", metavar="NAME", help="detectors to score (default: all)")
@@ -74,11 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(argv)
+    args = parser.parse_args(argv)
     if args.command == "run":
-        return cmd_run(args, rest)
-    if rest:
-        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+        return cmd_run(args)
     return cmd_list(args) if args.command == "list" else cmd_backtest(args)
 
 

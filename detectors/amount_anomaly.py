@@ -29,7 +29,7 @@ cards (``detectors/amount_histories.py``), its event-time timeout is due when it
 be forgotten, and each call forgets the cards idle past the TTL. Rows behind the previous batch's
 watermark are filtered (and counted) by the operator because the timeout is event-time based; a row that
 slips between that and the current watermark never sets a timeout behind it
-(``detectors/state_timeouts.py``). State rows in Spark's progress are buckets, not cards. A bucket's cards are
+(``common/state_timeouts.py``). State rows in Spark's progress are buckets, not cards. A bucket's cards are
 scored together by array operations (``detectors/amount_scoring.py``, held to ``score_amounts`` by a
 unit test), not card by card in Python.
 
@@ -50,13 +50,13 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from detectors import _compat
+from common import pyspark_compat
 from detectors.amount_histories import STATE_SCHEMA, CardHistories
 from detectors.amount_scoring import score_cards
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
-from detectors.state_timeouts import timeout_after
+from common.state_timeouts import timeout_after
 
-_compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see detectors/_compat.py
+pyspark_compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see common/pyspark_compat.py
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,7 @@ def _streaming_function(params: AmountAnomalyParams):
     ttl_ms = int(params.history_ttl_hours * 3600 * 1000)
 
     def per_bucket(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-        _compat.install()              # no-op once installed; makes the worker import this module first
+        pyspark_compat.install()              # no-op once installed; makes the worker import this module first
         histories = CardHistories.decode(state.get) if state.exists else CardHistories()
         frames = [] if state.hasTimedOut else [f for f in frames if len(f)]
         out = score_bucket(histories, pd.concat(frames, ignore_index=True), params) if frames else None

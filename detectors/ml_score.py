@@ -37,10 +37,10 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from detectors import _compat
+from common import pyspark_compat
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
 
-_compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see detectors/_compat.py
+pyspark_compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see common/pyspark_compat.py
 
 
 @dataclass(frozen=True)

@@ -110,18 +110,3 @@ def representative() -> list[dict]:
     for i in range(4):
         txns += ordinary_day(f"card-ord{i}", start + timedelta(minutes=7 * i), count=3)
     return by_time(txns)
-
-
-def split_by_time(txns: list[dict], every: timedelta) -> list[list[dict]]:
-    """Cut a time-ordered list into consecutive micro-batches of ``every`` of event time each."""
-    batches: list[list[dict]] = []
-    ordered = by_time(txns)
-    if not ordered:
-        return batches
-    origin = datetime.strptime(ordered[0]["event_time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-    for t in ordered:
-        slot = int((datetime.strptime(t["event_time"], "%Y-%m-%dT%H:%M:%S.%fZ") - origin) / every)
-        while len(batches) <= slot:
-            batches.append([])
-        batches[slot].append(t)
-    return [b for b in batches if b]

@@ -105,7 +105,7 @@ def versions(registry: Path | str | None = None) -> list[dict]:
 
 def latest_version(registry: Path | str | None = None) -> str | None:
     """The id ``load("latest")`` would load, or None when the registry is empty or its newest model was
-    trained on other features than the code defines (``deploy.demo`` then trains one)."""
+    trained on other features than the code defines (``demo`` then trains one)."""
     stored = versions(registry)
     if not stored:
         return None

@@ -29,13 +29,13 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from detectors import _compat
-from detectors.state_timeouts import timeout_after
+from common import pyspark_compat
+from common.state_timeouts import timeout_after
 from models import features as fx
 
-# PySpark 4.0.0 worker bug in applyInPandasWithState (see detectors/_compat.py): installed at import so
+# PySpark 4.0.0 worker bug in applyInPandasWithState (see common/pyspark_compat.py): installed at import so
 # that every Python worker unpickling ``_streaming_function`` (this module) has it before the first batch.
-_compat.install()
+pyspark_compat.install()
 
 # Columns carried through the per-customer step (everything the alert needs, including its trigger
 # context, plus the features; ``amount`` is a feature).
@@ -64,7 +64,7 @@ def _static_function(pdf: pd.DataFrame) -> pd.DataFrame:
 
 
 def _streaming_function(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
-    _compat.install()              # no-op once installed
+    pyspark_compat.install()              # no-op once installed
     if state.hasTimedOut:          # no transaction for 31 days of event time: the history is useless
         state.remove()
         return

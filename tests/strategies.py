@@ -11,7 +11,7 @@ import random
 from datetime import timedelta
 
 from common.contracts import CHANNELS, MAX_VALUE_BYTES, format_event_time
-from tests.factories import T0, pan_like
+from tests.builders import T0, pan_like
 
 FIELDS = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "amount", "currency",
           "event_time", "channel", "mcc", "lat", "lon"]

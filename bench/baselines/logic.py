@@ -6,7 +6,7 @@ same event-time rules as Spark's micro-batches:
 
 * every record is decoded and validated by the contract's own ``common.contracts.decode_transaction``
   (the specification the Spark parser is tested against); an invalid record becomes a dead-letter
-  record with the reason, the original bytes (base64) and topic/partition/offset, as in ``sinks/dlq.py``;
+  record with the reason, the original bytes (base64) and topic/partition/offset, as in ``spark_job/dead_letters.py``;
 * the watermark is ``event time - 2 minutes``, advanced after each batch of records (a poll, Spark's
   micro-batch); a record behind the watermark of the previous batch is dropped and counted. Event time
   is the *minimum over the partitions read so far of each partition's maximum* (the usual per-partition

@@ -58,7 +58,8 @@ WORKDIR /app
 COPY common ./common
 COPY producers ./producers
 COPY detectors ./detectors
-COPY sinks ./sinks
+COPY spark_job ./spark_job
+COPY services ./services
 COPY models ./models
 COPY deploy ./deploy
 
@@ -83,4 +84,4 @@ ENV FRAUD_DASHBOARD_HOST=0.0.0.0 \
 EXPOSE 8765
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('FRAUD_DASHBOARD_PORT', '8765'), timeout=4).read()"]
-CMD ["python", "-m", "sinks.dashboard"]
+CMD ["python", "-m", "services.dashboard"]

@@ -48,10 +48,10 @@ from common.kafka_io import assigned_consumer, json_bytes, json_values, make_con
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy import local_stack
-from deploy.diamond import LocalDiamond, Traffic
-from deploy.drain import MarkerCounter
+from demo.diamond import LocalDiamond, Traffic
+from demo.drain import MarkerCounter
 from detectors.harness import watermark_tick
-from sinks.testing import make_alert
+from tests.builders import make_alert
 from tests.strategies import kafka_record
 from tests.e2e.stream import _drain, _latest_versions, end_offsets
 
@@ -262,10 +262,10 @@ class ChaosRun:
                      restarted - stopped, recovery, "until detectors commit and a probe alert is enriched and cased")
 
     def _detector_query_failures(self) -> int:
-        """Queries the detector job has reported failed so far (``detectors.runner.supervise`` logs them)."""
+        """Queries the detector job has reported failed so far (``spark_job.supervision.supervise`` logs them)."""
         log = self.diamond.group.children["detectors"].log_path
         return sum(1 for line in log.read_text(errors="replace").splitlines()
-                   if "detectors.runner: query" in line and " failed: " in line)
+                   if "spark_job.supervision: query" in line and " failed: " in line)
 
     def _fault_enricher(self) -> None:
         self._kill_service("enricher", ("enriched",))

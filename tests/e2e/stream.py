@@ -1,7 +1,7 @@
 """The end-to-end suite's stream and what the diamond made of it: the part both targets share.
 
 ``drive`` publishes the labelled stream (``python -m producers simulate``, every label to a file) and
-a handful of bad records, waits until the pipeline has drained (``deploy.drain``: Kafka only), then
+a handful of bad records, waits until the pipeline has drained (``demo.drain``: Kafka only), then
 reads every output: alerts (``read_committed``), enriched alerts, cases, dead letters, the dashboard's
 ``/api/summary``, and scans every topic of the deployment for card numbers. Waits poll with deadlines.
 
@@ -26,8 +26,8 @@ from common.kafka_io import json_bytes, json_values, make_consumer, make_produce
 from common.pan_scan import Finding, scan_bytes, scan_records
 from common.settings import Settings
 from common.waiting import wait_until
-from deploy.diamond import Traffic, dashboard_url, run_topic_names
-from deploy.drain import Drain, writer_ids
+from demo.diamond import Traffic, dashboard_url, run_topic_names
+from demo.drain import Drain, writer_ids
 from deploy.processes import Child
 
 PRODUCER_GRACE_S = 120.0          # beyond the traffic's duration
@@ -238,7 +238,7 @@ def dashboard_summary(settings: Settings) -> dict:
 def newest_open_cases(run: DiamondRun) -> list[dict]:
     """This run's open cases the dashboard lists: the newest ``MAX_CASES``, in its order (the latest
     update first; its Redis sorted set breaks ties by case id)."""
-    from sinks.dashboard.summary import MAX_CASES
+    from services.dashboard.summary import MAX_CASES
 
     open_cases = [c for c in run.cases if c["status"] == "open"]
     return sorted(open_cases, key=lambda c: (c["updated_at"], c["case_id"]), reverse=True)[:MAX_CASES]

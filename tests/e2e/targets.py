@@ -1,7 +1,7 @@
 """The two targets of the end-to-end suite: where the diamond runs, and how the suite reaches it.
 
 - ``local``: the suite runs the diamond itself on the embedded local stack with ``make demo``'s own
-  building blocks (``deploy.diamond.LocalDiamond``: run topics, consumer groups, Redis namespace and
+  building blocks (``demo.diamond.LocalDiamond``: run topics, consumer groups, Redis namespace and
   a free dashboard port of its own), writes the demo report, stops every process, then scans the
   run's log and state files. The run's Redis keys, checkpoints and Faust state are removed at the end
   (its logs stay in ``.run/e2e/<run>/logs``).
@@ -27,8 +27,8 @@ import pytest
 from common.pan_scan import scan_bytes, scan_paths
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
-from deploy.diamond import LocalDiamond, Traffic, dashboard_answers, dashboard_url
-from deploy.drain import latest_event_time
+from demo.diamond import LocalDiamond, Traffic, dashboard_answers, dashboard_url
+from demo.drain import latest_event_time
 from deploy.processes import ProcessGroup
 from deploy.topics import project_topics
 from tests.e2e.stream import DiamondRun, drive
@@ -53,8 +53,8 @@ def new_traffic(start: datetime | None = None) -> Traffic:
 # ---------------------------------------------------------------------------------------------
 
 def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
-    from deploy.demo_report import write_report
-    from deploy.monitor import PipelineMonitor
+    from demo.report import write_report
+    from demo.monitor import PipelineMonitor
 
     messages: list[str] = []
 
@@ -163,7 +163,7 @@ def run_compose(settings: Settings, out: Path, say: Say) -> DiamondRun:
 def check_compose_reachable(settings: Settings) -> None:
     """Fail at once, saying what is missing, when the compose services do not answer."""
     from common.redis_clients import RedisUnreachableError, check_redis
-    from deploy.diamond import run_topic_names
+    from demo.diamond import run_topic_names
     from deploy.local_stack import broker_ready
 
     problems = []

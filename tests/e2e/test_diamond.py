@@ -141,7 +141,7 @@ def test_late_events_dropped_by_each_watermark_are_on_the_dashboard_and_within_t
     dashboard; only events the simulator delivered late can be behind a watermark, so no query drops
     more than that. (The simulated clock runs ~1 hour per wall-clock second, so one micro-batch spans
     minutes of event time and most late events still arrive in time: a small share is expected.)"""
-    from deploy.drain import writer_ids
+    from demo.drain import writer_ids
 
     run = diamond_run
     rows = {row["query"]: row for row in run.dashboard.get("queries", [])}

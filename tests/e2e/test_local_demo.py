@@ -1,4 +1,4 @@
-"""What only the local target has: the run is ``make demo``'s own (deploy.diamond), so its report is
+"""What only the local target has: the run is ``make demo``'s own (demo.diamond), so its report is
 written and every process it started is stopped at the end. Skipped on the compose target."""
 
 from __future__ import annotations

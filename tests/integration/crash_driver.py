@@ -9,7 +9,7 @@ import sys
 
 from common.settings import get_settings
 from common.spark import get_spark
-from detectors.runner import RunOptions, start_detectors
+from spark_job.queries import RunOptions, start_detectors
 from tests.detectors_for_tests import BIG_AMOUNT
 
 

@@ -1,4 +1,4 @@
-"""A query that catches up runs compiled code, one that keeps up runs interpreted (detectors.runner.CodegenByBatchSize).
+"""A query that catches up runs compiled code, one that keeps up runs interpreted (spark_job.codegen.CodegenByBatchSize).
 
 Real broker and Spark: the shared query of a test detector gets two large micro-batches, then two small
 ones, and the plan of each batch shows whether whole-stage code generation was on (``*(n)`` before an
@@ -13,9 +13,10 @@ import json
 
 from common.kafka_io import make_producer
 from common.waiting import wait_until
-from detectors.runner import RunOptions, start_detectors, summarize_progress
+from spark_job.progress import summarize_progress
+from spark_job.queries import RunOptions, start_detectors
 from tests.detectors_for_tests import BIG_AMOUNT
-from tests.factories import encode, txn
+from tests.builders import encode, txn
 
 
 def test_large_batches_run_compiled_and_small_ones_interpreted(stack, topics, spark, tmp_path):

@@ -39,7 +39,7 @@ from common.contracts import MAX_FUTURE_SKEW
 from common.kafka_io import make_consumer, make_producer, read_topic
 from common.waiting import wait_until
 from detectors import backtest, harness, registry
-from detectors.runner import RunOptions, query_name, start_detectors
+from spark_job.queries import RunOptions, query_name, start_detectors
 from producers.simulate import publish
 from producers.simulator import SimConfig, Simulator
 from tests.detectors_for_tests import BUILT_IN

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from common.contracts import ContractError, alert_id, decode_transaction
 from common.kafka_io import make_producer, read_topic
-from detectors.parsing import with_validation
-from detectors.runner import RunOptions, start_detectors
+from spark_job.parsing import with_validation
+from spark_job.queries import RunOptions, start_detectors
 from detectors.base import TRANSACTION_SCHEMA
 from producers.simulator import SimConfig, Simulator
 from tests.strategies import kafka_records, valid_transaction

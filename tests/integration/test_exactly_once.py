@@ -24,8 +24,8 @@ from common.kafka_io import make_consumer, make_producer, read_topic
 from common.settings import REPO_ROOT
 from common.waiting import wait_until
 from deploy.processes import group_alive
-from sinks.alert_writer import ExactlyOnceWriter, read_last_marker
-from tests.factories import encode, txn
+from spark_job.alert_writer import ExactlyOnceWriter, read_last_marker
+from tests.builders import encode, txn
 
 TRANSACTIONS = 100_000
 ALERT_EVERY = 50          # every 50th transaction is a big amount: 2,000 expected alerts

@@ -1,5 +1,5 @@
 """The downstream Faust services on the real broker and Redis, each run as its own process exactly as
-in production (``python -m sinks.enricher worker`` ...), on topics, consumer groups and Redis keys
+in production (``python -m services.enricher worker`` ...), on topics, consumer groups and Redis keys
 private to the test. The dashboard is checked in a real headless Chromium."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from common.contracts import card_key, customer_key, merchant_key
 from common.kafka_io import json_bytes, json_values, make_producer, read_topic
 from common.settings import REPO_ROOT
 from common.waiting import wait_until
-from sinks.testing import make_alert
+from tests.builders import make_alert
 
 ARTIFACTS = REPO_ROOT / "artifacts"
 PARTITIONS = 3
@@ -141,9 +141,9 @@ def enriched_by_id(records: list[dict]) -> dict[str, list[dict]]:
 @pytest.fixture(scope="class")
 def pipeline(stack, redis_sync, tmp_path_factory):
     p = Pipeline(stack, tmp_path_factory.mktemp("pipeline"), "p")
-    p.service("enricher", "sinks.enricher", "worker", "-l", "info").start()
-    p.service("cases", "sinks.cases", "worker", "-l", "info").start()
-    p.service("dashboard", "sinks.dashboard").start()
+    p.service("enricher", "services.enricher", "worker", "-l", "info").start()
+    p.service("cases", "services.cases", "worker", "-l", "info").start()
+    p.service("dashboard", "services.dashboard").start()
     yield p
     p.close(redis_sync)
 
@@ -298,8 +298,8 @@ def test_services_killed_mid_stream_lose_and_duplicate_nothing(stack, redis_sync
         assert len(ids) == 10_000
         output = {"enricher": p.settings.topic_alerts_enriched, "cases": p.settings.topic_cases}
         p.send_alerts(alerts[:6000])
-        services = {"enricher": p.service("enricher", "sinks.enricher", "worker", "-l", "info").start(),
-                    "cases": p.service("cases", "sinks.cases", "worker", "-l", "info").start()}
+        services = {"enricher": p.service("enricher", "services.enricher", "worker", "-l", "info").start(),
+                    "cases": p.service("cases", "services.cases", "worker", "-l", "info").start()}
 
         def output_count(victim: str) -> int:
             for service in services.values():

@@ -11,10 +11,10 @@ from common.kafka_io import make_producer, read_topic
 from common.contracts import ALERT_TRIGGER_FIELDS, alert_id, validate_alert
 from common.waiting import wait_until
 from detectors import harness, registry
-from detectors.runner import RunOptions, query_name, start_detectors
-from sinks.alert_writer import read_last_marker
+from spark_job.queries import RunOptions, query_name, start_detectors
+from spark_job.alert_writer import read_last_marker
 from tests.detectors_for_tests import BIG_AMOUNT
-from tests.factories import T0, encode, txn
+from tests.builders import T0, encode, txn
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["query-per-detector", "shared-query"])

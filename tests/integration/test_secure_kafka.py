@@ -22,8 +22,8 @@ from common.kafka_io import json_values, make_producer, read_topic
 from common.waiting import wait_until
 from common.kafka_admin import TopicSpec, create_topics
 from detectors.registry import get as get_detector
-from detectors.runner import RunOptions, start_detectors
-from tests.factories import encode, txn
+from spark_job.queries import RunOptions, start_detectors
+from tests.builders import encode, txn
 
 
 def with_topics(secure, unique: str):
@@ -81,7 +81,7 @@ def test_a_faust_app_produces_over_sasl_ssl(secure_broker, unique):
     import faust
     from faust.types.auth import AuthProtocol, SASLMechanism
 
-    from sinks.faust_support import make_app
+    from services.faust_support import make_app
 
     s = with_topics(secure_broker, unique)
     credentials = faust_broker_options(s)["broker_credentials"]

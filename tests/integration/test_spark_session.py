@@ -46,7 +46,7 @@ def test_local_checkpoints_have_no_checksum_files(spark, settings, tmp_path):
     """Off by default (FRAUD_SPARK_LOCAL_CHECKSUM_FILES): a .crc file beside every checkpoint file cost
     ~150 ms of every live micro-batch. A real query's checkpoint (logs, state store deltas) has none."""
     from detectors import harness, registry
-    from tests.factories import txn
+    from tests.builders import txn
 
     assert settings.spark_local_checksum_files is False
     checkpoint = tmp_path / "checkpoint"
@@ -67,7 +67,7 @@ def test_a_compiled_micro_batch_reuses_the_classes_of_the_one_before(stack, topi
     from bench.workload import Workload, generate
     from common.kafka_io import make_producer
     from detectors import registry
-    from detectors.runner import RunOptions, start_detectors
+    from spark_job.queries import RunOptions, start_detectors
     from tests.detectors_for_tests import BUILT_IN
 
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(stack.spark_codegen_cache_entries)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from bench.baselines.logic import Detection
-from tests.factories import encode, txn
+from tests.builders import encode, txn
 
 
 def _feed(detection: Detection, out: list, partition: int, value: dict) -> None:

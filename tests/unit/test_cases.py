@@ -1,13 +1,13 @@
-"""sinks.case_logic: pure grouping of enriched alerts into cases."""
+"""services.case_logic: pure grouping of enriched alerts into cases."""
 
 import itertools
 
 import pytest
 
-from sinks.case_logic import (MAX_ALERTS_PER_CASE, already_handled, apply_alert, apply_to_card, combined_score,
+from services.case_logic import (MAX_ALERTS_PER_CASE, already_handled, apply_alert, apply_to_card, combined_score,
                               current_versions, severity_of)
-from sinks.enrichment import enrich
-from sinks.testing import BASE_TIME, make_alert
+from services.enrichment import enrich
+from tests.builders import BASE_TIME, make_alert
 
 HOUR = 3600.0
 

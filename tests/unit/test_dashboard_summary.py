@@ -1,13 +1,13 @@
-"""sinks.dashboard.summary (pure) and the Redis retry of the Faust services."""
+"""services.dashboard.summary (pure) and the Redis retry of the Faust services."""
 
 import asyncio
 
 import pytest
 
-from sinks.case_logic import apply_alert
-from sinks.dashboard.summary import percentile, summarize
-from sinks.faust_support import retry_forever
-from sinks.testing import make_alert
+from services.case_logic import apply_alert
+from services.dashboard.summary import percentile, summarize
+from services.faust_support import retry_forever
+from tests.builders import make_alert
 
 
 def test_percentile_nearest_rank():

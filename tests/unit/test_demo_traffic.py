@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from pathlib import Path
 
-from deploy.diamond import Traffic, run_settings
+from demo.diamond import Traffic, run_settings
 from producers.__main__ import build_parser
 
 

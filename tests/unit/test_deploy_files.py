@@ -163,10 +163,10 @@ def test_service_commands_are_the_project_entry_points(services):
 
     assert command("topics")[:3] == ["python", "-m", "deploy.create_topics"]
     assert command("detectors")[:4] == ["python", "-m", "detectors", "run"]
-    assert command("enricher")[:4] == ["python", "-m", "sinks.enricher", "worker"]
-    assert command("cases")[:4] == ["python", "-m", "sinks.cases", "worker"]
+    assert command("enricher")[:4] == ["python", "-m", "services.enricher", "worker"]
+    assert command("cases")[:4] == ["python", "-m", "services.cases", "worker"]
     assert "--without-web" in command("enricher") and "--without-web" in command("cases")
-    assert command("dashboard") == ["python", "-m", "sinks.dashboard"]
+    assert command("dashboard") == ["python", "-m", "services.dashboard"]
     assert command("reference")[:4] == ["python", "-m", "producers", "load-reference"]
     assert command("producer")[:4] == ["python", "-m", "producers", "simulate"]
 

@@ -68,18 +68,14 @@ def test_run_rejects_unknown_names_before_importing_the_runner():
         cli.main(["run", "nope"])
 
 
-def test_run_delegates_to_the_runner(monkeypatch):
-    import sys
-    import types
+def test_run_delegates_to_the_job_with_every_option(monkeypatch):
+    import spark_job.job
 
     calls = []
-    fake = types.ModuleType("detectors.runner")
-    fake.main = lambda names, rest: calls.append((names, rest)) or 0
-    monkeypatch.setitem(sys.modules, "detectors.runner", fake)
-    import detectors
-    monkeypatch.setattr(detectors, "runner", fake, raising=False)
-    assert cli.main(["run", "velocity", "--max-offsets", "1000"]) == 0
-    assert calls == [(["velocity"], ["--max-offsets", "1000"])]
+    monkeypatch.setattr(spark_job.job, "run", lambda names, args: calls.append((names, args)) or 0)
+    assert cli.main(["run", "velocity", "--max-offsets-per-trigger", "1000", "--shared"]) == 0
+    [(names, args)] = calls
+    assert names == ["velocity"] and args.max_offsets_per_trigger == 1000 and args.shared
 
 
 def test_run_without_a_trained_model_says_to_run_make_train(monkeypatch, tmp_path, capsys):

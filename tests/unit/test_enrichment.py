@@ -1,4 +1,4 @@
-"""sinks.enrichment: pure enrichment of an alert with its profiles."""
+"""services.enrichment: pure enrichment of an alert with its profiles."""
 
 import json
 from datetime import datetime, timezone
@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 import pytest
 
 from common.contracts import ALERT_TRIGGER_FIELDS, ContractError
-from sinks.enrichment import decode_alert, enrich, haversine_km
-from sinks.testing import make_alert
+from services.enrichment import decode_alert, enrich, haversine_km
+from tests.builders import make_alert
 
 NOW = datetime(2026, 11, 22, 10, 5, tzinfo=timezone.utc)
 CUSTOMER = {"segment": "premium", "home_lat": "52.52", "home_lon": "13.405", "mean_amount": "40"}

@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from sinks import cases, enricher
-from sinks.enrichment import enrich
-from sinks.redis_keys import RedisKeys
-from sinks.testing import BASE_TIME, make_alert
+from services import cases, enricher
+from services.enrichment import enrich
+from common.redis_keys import RedisKeys
+from tests.builders import BASE_TIME, make_alert
 
 
 class FakeContextStore:
@@ -132,9 +132,9 @@ def test_an_agent_error_ends_the_worker_so_the_event_is_redelivered():
     import sys
 
     from common.settings import REPO_ROOT
-    from sinks.faust_support import EXIT_AGENT_FAILED
+    from services.faust_support import EXIT_AGENT_FAILED
 
-    code = ("from sinks.faust_support import exit_on_agent_error\n"
+    code = ("from services.faust_support import exit_on_agent_error\n"
             "try:\n    raise RuntimeError('boom')\nexcept Exception:\n    exit_on_agent_error('the test agent')\n"
             "print('not reached')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)

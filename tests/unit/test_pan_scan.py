@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from common.contracts import luhn_valid
 from common.pan_scan import is_timestamp, scan_bytes, scan_paths, scan_records
-from tests.factories import pan_like
+from tests.builders import pan_like
 
 Record = namedtuple("Record", "topic partition offset key value")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from producers.replay import EventTimePacer, check_line, extract_card_id, problems, publish_file
-from tests.factories import pan_like
+from tests.builders import pan_like
 
 GOOD = {"txn_id": "t1", "card_id": "card-000001", "customer_id": "c1", "merchant_id": "m1",
         "terminal_id": "x1", "amount": 12.5, "currency": "EUR", "event_time": "2026-01-05T10:00:00.000Z",

@@ -1,6 +1,6 @@
-"""When the detector job restarts a failed query (detectors.runner.RestartPolicy): pure logic, own clock."""
+"""When the detector job restarts a failed query (spark_job.supervision.RestartPolicy): pure logic, own clock."""
 
-from detectors.runner import RestartPolicy
+from spark_job.supervision import RestartPolicy
 
 
 def test_the_back_off_doubles_with_each_failure_in_a_row_up_to_its_cap():

@@ -15,7 +15,7 @@ import pytest
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import amount_anomaly, samples
-from detectors.state_timeouts import timeout_after
+from common.state_timeouts import timeout_after
 from models import spark_features
 
 WATERMARK_MS = int(datetime(2026, 1, 7, tzinfo=timezone.utc).timestamp() * 1000)

@@ -1,9 +1,9 @@
 """Case manager: ``alerts.enriched`` -> cases per card (Faust table + changelog) -> ``cases`` and Redis.
 
-Run: ``python -m sinks.cases worker -l info`` (app id / consumer group from ``FRAUD_CASES_APP_ID``).
+Run: ``python -m services.cases worker -l info`` (app id / consumer group from ``FRAUD_CASES_APP_ID``).
 
 State: the table ``card-cases`` maps card_id to ``{"case": open case, "previous_case": closed case}``
-(``sinks.case_logic.apply_to_card``); its changelog topic ``{app_id}-card-cases-changelog``
+(``services.case_logic.apply_to_card``); its changelog topic ``{app_id}-card-cases-changelog``
 (compacted, created by Faust with the alert topics' partition count and replication from the
 settings) rebuilds it on restart, so cases survive restarts and rebalances.
 
@@ -12,7 +12,7 @@ Per enriched alert, in this order (at-least-once, idempotent on alert_id):
 1. apply the alert to the card's state (pure); a new alert_id updates the table (its changelog record
    is sent to the source partition) and yields the case versions to publish;
 2. write the current case(s) and the alert's dashboard records to Redis in one MULTI/EXEC
-   (``sinks/redis_keys.py``: every write is a SET/ZADD/SADD/HSET of the same value, so repeating it
+   (``common/redis_keys.py``: every write is a SET/ZADD/SADD/HSET of the same value, so repeating it
    is harmless);
 3. send the case versions to ``cases`` (key = card_id, value = the whole case, ``version``
    increasing); Faust flushes the producer (changelog and cases) before it commits the offset.
@@ -34,10 +34,10 @@ from typing import Any, Awaitable, Callable, MutableMapping
 from common.contracts import ContractError, parse_event_time
 from common.kafka_io import json_bytes
 from common.settings import get_settings
-from sinks.case_logic import already_handled, apply_to_card, current_versions
-from sinks.enrichment import decode_alert
-from sinks.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
-from sinks.redis_keys import KEEP_CLOSED_CASES, KEEP_LATEST_ALERTS, RedisKeys
+from services.case_logic import already_handled, apply_to_card, current_versions
+from services.enrichment import decode_alert
+from services.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
+from common.redis_keys import KEEP_CLOSED_CASES, KEEP_LATEST_ALERTS, RedisKeys
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ Steps: start Kafka and Redis; give this run its own topics, consumer groups and 
 (so runs never mix); load the reference profiles; train a model if none is registered; start the
 detector job, the enricher, the case manager and the dashboard; publish simulated transactions with
 every fraud scenario on for ``--duration`` seconds; wait until the pipeline has drained; write the
-report; stop everything it started (also on Ctrl-C). The building blocks (``deploy.diamond``,
-``deploy.drain``) are shared with the end-to-end suite.
+report; stop everything it started (also on Ctrl-C). The building blocks (``demo.diamond``,
+``demo.drain``) are shared with the end-to-end suite.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 
 from common.settings import REPO_ROOT, Settings, get_settings
 from common.waiting import wait_until
-from deploy.diamond import LocalDiamond, Traffic, dashboard_url
-from deploy.drain import Drain, writer_ids
-from deploy.monitor import PipelineMonitor
+from demo.diamond import LocalDiamond, Traffic, dashboard_url
+from demo.drain import Drain, writer_ids
+from demo.monitor import PipelineMonitor
 
 # Every fraud scenario on. Our default simulator profile leaves one of the Handbook's scenarios off
 # (every amount above 220.00 is fraud); the ML model is trained on Handbook-compatible data where it
@@ -29,7 +29,7 @@ DEMO_SCENARIOS = ("amount_over_220=1",)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m deploy.demo", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=60, help="seconds of simulated traffic (default 60)")
     parser.add_argument("--rate", type=float, default=1000, help="transactions per second (default 1000)")
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(diamond: LocalDiamond, monitor: PipelineMonitor, out: Path, args, say, started: float) -> int:
-    from deploy.demo_report import write_report
+    from demo.report import write_report
 
     dashboard = dashboard_url(diamond.settings)
     say(f"dashboard: {dashboard}")
@@ -95,7 +95,7 @@ def _printer():
 
 
 def _live_view(diamond: LocalDiamond, producer, monitor: PipelineMonitor, dashboard: str, args, say) -> None:
-    """Refresh the figures until the producer is done and the pipeline has drained (``deploy.drain``)."""
+    """Refresh the figures until the producer is done and the pipeline has drained (``demo.drain``)."""
     from rich.live import Live
     from rich.table import Table
 
@@ -139,7 +139,7 @@ def _open_cases(settings: Settings) -> int:
     import redis
 
     from common.redis_clients import redis_client
-    from sinks.redis_keys import RedisKeys
+    from common.redis_keys import RedisKeys
     try:
         return redis_client(settings).zcard(RedisKeys(settings.sinks_namespace).open_cases)
     except redis.RedisError:

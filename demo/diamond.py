@@ -135,9 +135,9 @@ class LocalDiamond:
             self._train_model_if_missing()
             self.say("starting the detector job, the enricher, the case manager and the dashboard ...")
             self.group.start("detectors", ["-m", "detectors", "run", *self.detectors], self.env)
-            self.group.start("enricher", ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
-            self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)
-            self.group.start("dashboard", ["-m", "sinks.dashboard"], self.env)
+            self.group.start("enricher", ["-m", "services.enricher", "worker", "--without-web", "-l", "warn"], self.env)
+            self.group.start("cases", ["-m", "services.cases", "worker", "--without-web", "-l", "warn"], self.env)
+            self.group.start("dashboard", ["-m", "services.dashboard"], self.env)
             self._wait_for_services()
         except BaseException:
             self.__exit__(*sys.exc_info())
@@ -176,7 +176,7 @@ class LocalDiamond:
     # -- while running ------------------------------------------------------------------------
     def writer_ids(self) -> list[str]:
         """The exactly-once writers (queries) of the detector job."""
-        from deploy.drain import writer_ids
+        from demo.drain import writer_ids
 
         return writer_ids(self.detectors or None)
 

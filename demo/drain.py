@@ -8,7 +8,7 @@ under continuing traffic.
 
 Progress is read from the marker topic: every writer (one per detector query, and the dead-letter
 query) commits one marker per micro-batch, in the same Kafka transaction as the batch's output
-(``sinks/alert_writer.py``). Micro-batches of a query run one after the other, the next planned only
+(``spark_job/alert_writer.py``). Micro-batches of a query run one after the other, the next planned only
 when the previous one committed. So among the markers a writer committed after the tick was in the
 topic, the 1st may belong to a batch planned before it, the 2nd read everything up to the tick, and
 the 3rd ran with the watermark the tick moved: its alerts are the last the traffic can cause.
@@ -37,7 +37,7 @@ TAIL_RECORDS = 500                       # per partition: the latest event times
 def writer_ids(names: Iterable[str] | None = None) -> list[str]:
     """The writers a running ``python -m detectors run`` has: one per detector query, and the DLQ query."""
     from detectors import registry
-    from detectors.runner import DLQ_QUERY, query_name
+    from spark_job.queries import DLQ_QUERY, query_name
 
     detectors = [registry.get(n) for n in names] if names else registry.all()
     return [query_name(d) for d in detectors] + [DLQ_QUERY]

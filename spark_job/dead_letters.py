@@ -1,6 +1,6 @@
 """Dead-letter records for ``transactions.dlq``: the reason, the original bytes and where they came from.
 
-Built natively in Spark from the rows ``detectors.parsing.invalid_records`` sets aside. The original
+Built natively in Spark from the rows ``spark_job.parsing.invalid_records`` sets aside. The original
 key and value are base64-encoded, so any bytes survive JSON; values larger than ``MAX_DLQ_ORIGINAL_BYTES``
 keep their first bytes, their size and their SHA-256 (the source topic/partition/offset still points at
 the whole record while the topic retains it), so one huge record cannot make the DLQ write fail.
@@ -12,8 +12,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 MAX_DLQ_ORIGINAL_BYTES = 256 * 1024
-DLQ_FIELDS = ("reason", "source_topic", "source_partition", "source_offset", "source_timestamp",
-              "key_base64", "value_base64", "value_size", "value_truncated", "value_sha256", "dead_lettered_at")
 
 
 def dlq_values(invalid: DataFrame) -> DataFrame:

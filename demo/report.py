@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from common.settings import Settings
-from deploy.monitor import PipelineMonitor
+from demo.monitor import PipelineMonitor
 
 
 def _watermark_drops(settings: Settings) -> dict[str, int]:

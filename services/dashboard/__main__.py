@@ -1,4 +1,4 @@
-"""Run the live dashboard: ``python -m sinks.dashboard [--host H] [--port P]``.
+"""Run the live dashboard: ``python -m services.dashboard [--host H] [--port P]``.
 
 Defaults come from ``FRAUD_DASHBOARD_HOST`` (127.0.0.1) and ``FRAUD_DASHBOARD_PORT`` (8765); the
 Redis URL and key namespace from the settings (``FRAUD_REDIS_URL``, ``FRAUD_SINKS_NAMESPACE``).
@@ -12,14 +12,14 @@ import logging
 from aiohttp import web
 
 from common.settings import get_settings
-from sinks.dashboard.app import make_web_app
-from sinks.faust_support import redis_client
-from sinks.redis_keys import RedisKeys
+from services.dashboard.app import make_web_app
+from services.faust_support import redis_client
+from common.redis_keys import RedisKeys
 
 
 def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
-    parser = argparse.ArgumentParser(prog="python -m sinks.dashboard",
+    parser = argparse.ArgumentParser(prog="python -m services.dashboard",
                                      description="Live fraud dashboard (cases, alert rates, latency).")
     parser.add_argument("--host", default=settings.dashboard_host,
                         help="address to bind (FRAUD_DASHBOARD_HOST, default %(default)s)")

@@ -1,7 +1,7 @@
 """The live dashboard: one HTML page and ``/api/summary``, served by aiohttp.
 
-Where the data comes from: Redis only, as written by the case manager (``sinks/cases.py``; keys in
-``sinks/redis_keys.py``) and, for the late-events table, by the detector job's progress listener. The case manager sees every enriched alert once in effect (its writes are
+Where the data comes from: Redis only, as written by the case manager (``services/cases.py``; keys in
+``common/redis_keys.py``) and, for the late-events table, by the detector job's progress listener. The case manager sees every enriched alert once in effect (its writes are
 idempotent on alert_id), so the counts shown are exact even when alerts are redelivered; the
 dashboard itself holds no state, never touches Kafka, and any number of them can run.
 
@@ -15,9 +15,9 @@ import json
 import logging
 from aiohttp import web
 
-from sinks.dashboard.page import PAGE
-from sinks.dashboard.summary import MAX_CASES, summarize
-from sinks.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
+from services.dashboard.page import PAGE
+from services.dashboard.summary import MAX_CASES, summarize
+from common.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,110 @@
+"""Each query's progress: a log line per micro-batch, a JSON file per query, totals in Redis."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Callable
+
+from common.settings import Settings
+
+log = logging.getLogger("spark_job.progress")
+
+
+def summarize_progress(progress: dict) -> dict:
+    """The figures worth watching from one ``StreamingQueryProgress`` (as JSON dict)."""
+    state = progress.get("stateOperators") or []
+    observed = progress.get("observedMetrics") or {}
+    validation = next(iter(observed.values()), {}) if observed else {}
+    return {
+        "name": progress.get("name"),
+        "batch_id": progress.get("batchId"),
+        "input_rows": progress.get("numInputRows", 0),
+        "input_rows_per_second": round(progress.get("inputRowsPerSecond") or 0.0, 1),
+        "processed_rows_per_second": round(progress.get("processedRowsPerSecond") or 0.0, 1),
+        "batch_duration_ms": (progress.get("durationMs") or {}).get("triggerExecution"),
+        "watermark": (progress.get("eventTime") or {}).get("watermark"),
+        "state_rows": sum(op.get("numRowsTotal", 0) for op in state),
+        "rows_dropped_by_watermark": sum(op.get("numRowsDroppedByWatermark", 0) for op in state),
+        "invalid_records": validation.get("invalid", 0),
+        "end_offset_total": _end_offset_total(progress),
+    }
+
+
+def _end_offset_total(progress: dict) -> int:
+    """Sum over partitions of the Kafka offsets this batch read up to (how far the query has got)."""
+    total = 0
+    for source in progress.get("sources") or []:
+        end = source.get("endOffset")
+        offsets = json.loads(end) if isinstance(end, str) else (end or {})
+        for partitions in offsets.values() if isinstance(offsets, dict) else []:
+            total += sum(int(v) for v in partitions.values())
+    return total
+
+
+class ProgressListener:
+    """Logs a compact line per micro-batch and keeps the latest progress of each query in a JSON file
+    under ``<run_dir>/progress/`` (read by the demo's live view and the dashboard)."""
+
+    def __init__(self, progress_dir: Path, publish: Callable[[str, dict], None] | None = None):
+        from common.progress_events import JsonProgressListener
+
+        self.progress_dir = progress_dir
+        self.publish = publish
+        progress_dir.mkdir(parents=True, exist_ok=True)
+        self.listener = JsonProgressListener(
+            self.record,
+            on_started=lambda name, query_id: log.info("query %s started (id %s)", name, query_id),
+            on_terminated=self._terminated)
+        self.totals: dict[str, dict] = {}
+
+    @staticmethod
+    def _terminated(query_id: str, error: str | None) -> None:
+        if error:
+            log.error("query %s failed: %s", query_id, error.splitlines()[0])
+
+    def record(self, progress: dict) -> None:
+        summary = summarize_progress(progress)
+        name = summary["name"] or "unnamed"
+        totals = self.totals.setdefault(name, {"input_rows": 0, "rows_dropped_by_watermark": 0,
+                                               "invalid_records": 0})
+        for key in totals:
+            totals[key] += summary[key] or 0
+        summary["totals"] = dict(totals)
+        if summary["input_rows"]:
+            log.info("%(name)s batch %(batch_id)s: %(input_rows)s rows, %(processed_rows_per_second)s rows/s, "
+                     "%(batch_duration_ms)s ms, watermark %(watermark)s, state %(state_rows)s rows, "
+                     "late-dropped %(rows_dropped_by_watermark)s, invalid %(invalid_records)s", summary)
+        path = self.progress_dir / f"{name}.json"
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary))
+        tmp.replace(path)
+        if self.publish is not None:
+            self.publish(name, summary)
+
+
+class RedisProgress:
+    """Publishes each query's progress totals to Redis (``RedisKeys.queries``), where the dashboard
+    shows them: rows read, rows dropped by the watermark (late events), invalid records. Observability
+    only: an unreachable Redis is logged once per outage and never fails the job."""
+
+    def __init__(self, settings: Settings):
+        from common.redis_clients import redis_client
+        from common.redis_keys import RedisKeys
+
+        self.client = redis_client(settings, socket_timeout=2, socket_connect_timeout=2)
+        self.key = RedisKeys(settings.sinks_namespace).queries
+        self.failing = False
+
+    def __call__(self, name: str, summary: dict) -> None:
+        value = {**summary["totals"], "watermark": summary["watermark"], "batch_id": summary["batch_id"],
+                 "state_rows": summary["state_rows"]}
+        try:
+            self.client.hset(self.key, name, json.dumps(value))
+            self.failing = False
+        except Exception as error:  # noqa: BLE001 - progress must never stop detection
+            if not self.failing:
+                log.warning("cannot publish progress to Redis: %s", error)
+            self.failing = True
+

@@ -1,0 +1,173 @@
+"""The detector job's queries: Kafka source → parse/validate → watermark → detector → exactly-once sink.
+
+::
+
+    transactions ──► parse + validate ──► invalid ──► dlq query ─────────────► transactions.dlq
+                                     └──► valid ──► withWatermark ──► detector ──► alerts
+                                                                   (one query per detector)
+
+Each detector runs as its own named streaming query with its own checkpoint directory and its own
+transactional writer, so one can be added, restarted or fail without touching the others. With
+``--shared`` all detectors (and the dead-letter branch) share one read of the topic in a single query
+and a single transaction per micro-batch: fewer reads, but they stand and fall together.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from common.kafka_clients import spark_kafka_options
+from common.settings import Settings, checkpoint_location
+from detectors.base import TRANSACTION_SCHEMA, Detector
+from detectors.registry import in_registry_order
+from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
+from spark_job.codegen import CodegenByBatchSize
+from spark_job.dead_letters import dlq_values
+from spark_job.options import DLQ_QUERY, SINKS, RunOptions
+from spark_job.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
+
+__all__ = ["DLQ_QUERY", "RunOptions", "query_name", "start_detectors"]
+
+
+def read_transactions(spark: SparkSession, settings: Settings, options: RunOptions) -> DataFrame:
+    """The raw Kafka records of the transactions topic, read with ``read_committed``."""
+    reader = (spark.readStream.format("kafka")
+              .options(**spark_kafka_options(settings))
+              .option("subscribe", settings.topic_transactions)
+              .option("startingOffsets", options.starting_offsets)
+              .option("kafka.isolation.level", "read_committed")
+              .option("kafka.fetch.max.wait.ms", str(settings.spark_kafka_fetch_max_wait_ms))
+              .option("failOnDataLoss", str(options.fail_on_data_loss).lower()))
+    if options.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    raw = reader.options(**options.extra_source_options).load()
+    # Fewer, longer scan tasks than one per topic partition: see Settings.spark_source_tasks.
+    return raw.coalesce(settings.spark_source_tasks or spark.sparkContext.defaultParallelism)
+
+
+def validated(raw: DataFrame, name: str) -> DataFrame:
+    """Parse and validate, and count valid/invalid records in the query progress (observed metrics)."""
+    checked = with_validation(raw)
+    return checked.observe(f"validation_{name}",
+                           F.count(F.lit(1)).alias("records"),
+                           F.count(F.col("_reason")).alias("invalid"))
+
+
+def alert_rows(alerts: DataFrame, settings: Settings, sink: str) -> DataFrame:
+    """Alerts as output rows (kind, topic, key, value) in the alert contract's JSON.
+
+    Every column of ``ALERT_SCHEMA`` goes out (a null trigger field such as ``lat`` is omitted)."""
+    fields = [F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time")
+              if name == "event_time" else name for name in alerts.columns]
+    if sink == "spark-kafka":  # the exactly-once writer adds detected_at when it writes
+        fields.append(F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("detected_at"))
+    return alerts.select(F.lit(ALERT_KIND).alias("kind"), F.lit(settings.topic_alerts).alias("topic"),
+                         F.col("card_id").alias("key"), F.to_json(F.struct(*fields)).alias("value"))
+
+
+def dlq_rows(checked: DataFrame, settings: Settings) -> DataFrame:
+    """Dead-letter records of ``checked`` (validated rows, or ``read_once`` of them)."""
+    return dlq_values(invalid_records(checked)).select(
+        F.lit("dlq").alias("kind"), F.lit(settings.topic_dlq).alias("topic"), "key", "value")
+
+
+def read_once(checked: DataFrame, settings: Settings) -> DataFrame:
+    """The validated records behind one shuffle, so that every branch of a query reads them once.
+
+    Spark plans each branch of a query (each detector of the shared query, each side of a self-join, the
+    dead-letter branch) down to its own scan of the micro-batch, and a streaming plan cannot be cached:
+    the four built-in detectors read and validated every record seven times. An exchange that several
+    branches share is planned once and reused (ReuseExchange), so the topic is read and validated once.
+
+    Only identical exchanges are reused, and column pruning would give each branch an exchange of just
+    the columns it reads. So the exchange carries one struct of everything any branch needs (the
+    transaction columns, the reason, and the raw record for invalid ones only) and is unpacked after it;
+    ``common.spark`` switches off the nested-field pruning that would take the struct apart again.
+    Measured in the README (Performance).
+    """
+    invalid = F.col("_reason").isNotNull()
+    record = F.struct(F.col("_reason"), *[F.col(name) for name in TRANSACTION_SCHEMA.fieldNames()],
+                      *[F.when(invalid, F.col(name)).alias(name) for name in RAW_COLUMNS if name != "key"])
+    return (checked.select("key", record.alias("_record"))
+            .repartition(settings.spark_shuffle_partitions, "key")
+            .select("key", "_record.*"))
+
+
+def detector_input(once: DataFrame, detector: Detector, settings: Settings) -> DataFrame:
+    """The valid transactions of ``read_once``, watermarked with the detector's delay.
+
+    With one shuffle partition, ``coalesce(1)`` after the watermark: Spark's watermark operator reports
+    no output partitioning, so every stateful operator above it (each side of a join) would shuffle its
+    input again although the single partition of ``read_once`` already holds everything together. A
+    coalesce to one partition moves no data and says "single partition", which satisfies them all: the
+    detectors run in the stage that reads the shared exchange. Measured in the README (Performance).
+    """
+    transactions = valid_transactions(once).withWatermark("event_time", detector.watermark)
+    return transactions.coalesce(1) if settings.spark_shuffle_partitions == 1 else transactions
+
+
+def detector_alerts(once: DataFrame, detector: Detector, settings: Settings) -> DataFrame:
+    return detector.run(detector_input(once, detector, settings))
+
+
+def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions):
+    """Start one named query writing ``rows`` with the chosen sink and its own checkpoint."""
+    if options.sink not in SINKS:
+        raise ValueError(f"unknown sink {options.sink!r}: choose one of {', '.join(SINKS)}")
+    checkpoint = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, name)
+    exactly_once = options.sink == "exactly-once"
+    writer = ((rows if exactly_once else rows.drop("kind")).writeStream.queryName(name)
+              .option("checkpointLocation", checkpoint).outputMode("append"))
+    if options.trigger_seconds:
+        writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
+    if exactly_once:
+        write = CodegenByBatchSize(ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open(),
+                                   settings)
+        write.query = writer.foreachBatch(write).start()
+        return write.query
+    return writer.format("kafka").options(**spark_kafka_options(settings)).start()
+
+
+def query_name(detector: Detector) -> str:
+    return f"detector-{detector.name}"
+
+
+def start_detector_query(spark: SparkSession, detector: Detector, settings: Settings, options: RunOptions):
+    checked = validated(read_transactions(spark, settings, options), detector.name)
+    rows = alert_rows(detector_alerts(read_once(checked, settings), detector, settings), settings, options.sink)
+    return start_query(rows, query_name(detector), settings, options)
+
+
+def start_dlq_query(spark: SparkSession, settings: Settings, options: RunOptions):
+    checked = validated(read_transactions(spark, settings, options), DLQ_QUERY)
+    return start_query(dlq_rows(checked, settings), DLQ_QUERY, settings, options)
+
+
+def start_shared_query(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
+                       options: RunOptions):
+    """All detectors and the dead-letter branch over one read of the topic, one transaction per batch.
+
+    The branches follow the registry's order, longest-running first (see ``detectors.registry``)."""
+    once = read_once(validated(read_transactions(spark, settings, options), "shared"), settings)
+    parts = [alert_rows(detector_alerts(once, d, settings), settings, options.sink)
+             for d in in_registry_order(detectors)]
+    if options.with_dlq:
+        parts.append(dlq_rows(once, settings))
+    rows = parts[0]
+    for part in parts[1:]:
+        rows = rows.unionByName(part)
+    return start_query(rows, "detectors-shared", settings, options)
+
+
+def start_detectors(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
+                    options: RunOptions) -> list:
+    """Start the queries: one per detector (+ the dead-letter query), or one shared query."""
+    if options.shared:
+        return [start_shared_query(spark, detectors, settings, options)]
+    queries = [start_detector_query(spark, d, settings, options) for d in detectors]
+    if options.with_dlq:
+        queries.append(start_dlq_query(spark, settings, options))
+    return queries

@@ -1,0 +1,83 @@
+"""Supervision: a failed query is restarted from its checkpoint with back-off; the others run on."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import SparkSession
+
+log = logging.getLogger("spark_job.supervision")
+
+
+@dataclass
+class RestartPolicy:
+    """When a failed query is started again from its checkpoint: after a back-off that doubles with
+    each failure in a row (1, 2, 4 ... 30 s), so a broker that is restarting has time to come back,
+    and at most ``max_failures`` times within ``window_s``: a query that keeps failing stays stopped
+    (and the job says so) instead of spinning."""
+
+    max_failures: int = 6
+    window_s: float = 600.0
+    first_backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+    failures: dict[str, list[float]] = field(default_factory=dict)
+
+    def next_attempt(self, name: str, now: float) -> float | None:
+        """Record a failure of ``name`` at ``now``; the moment to restart it, or None: give up."""
+        recent = [t for t in self.failures.get(name, []) if now - t < self.window_s] + [now]
+        self.failures[name] = recent
+        if len(recent) > self.max_failures:
+            return None
+        return now + min(self.max_backoff_s, self.first_backoff_s * 2 ** (len(recent) - 1))
+
+
+def supervise(spark: SparkSession, queries: list, restart: Callable[[str], object] | None,
+              until: Callable[[], bool] = lambda: False, policy: RestartPolicy | None = None,
+              poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> int:
+    """Watch the queries until ``until()`` or all stopped. A query that fails is logged and, with
+    ``restart``, started again from its checkpoint when ``policy`` allows; the others keep running
+    either way. Returns the number of queries that ended with an error."""
+    policy = policy or RestartPolicy()
+    failed = 0
+    active = {q.name: q for q in queries}
+    pending: dict[str, float] = {}                  # name -> when to restart it
+
+    def failure(name: str, error: str) -> None:
+        nonlocal failed
+        due = policy.next_attempt(name, clock()) if restart is not None else None
+        if due is None:
+            log.error("query %s failed: %s; not restarted", name, error)
+            failed += 1
+        else:
+            log.error("query %s failed: %s; restarting it from its checkpoint in %.0f s", name, error, due - clock())
+            pending[name] = due
+
+    while (active or pending) and not until():
+        for name, query in list(active.items()):
+            if query.isActive:
+                continue
+            del active[name]
+            error = query.exception()
+            if error is not None:
+                failure(name, str(error).splitlines()[0])
+        for name, due in list(pending.items()):
+            if clock() >= due:
+                del pending[name]
+                try:
+                    active[name] = restart(name)
+                except Exception as error:  # e.g. the broker is still away: try again later
+                    failure(name, f"restart failed: {error}")
+        if active:
+            try:
+                spark.streams.awaitAnyTermination(timeout=poll_seconds)
+            except StreamingQueryException:
+                pass                                # it rethrows a failed query's error: handled above
+            spark.streams.resetTerminated()
+        else:
+            time.sleep(poll_seconds)                # only restarts are due: nothing to wait on
+    return failed
+
