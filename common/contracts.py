@@ -1,4 +1,4 @@
-"""The event contracts of design.md section 2, as plain Python: the reference every component checks against.
+"""The event contracts of docs/architecture.md ("Contracts") in plain Python: what every component checks against.
 
 ``validate_transaction`` is the specification of a valid transaction. The Spark runner implements the
 same rules natively (``spark_job/parsing.py``) and a property-based test holds the two to agreement.

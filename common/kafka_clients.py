@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import ssl
 from typing import Any, Iterator
 
@@ -143,11 +144,20 @@ async def _probe(settings: Settings, hostport: str, timeout: float) -> KafkaConn
             f"signed the broker's certificate) and FRAUD_KAFKA_SSL_CHECK_HOSTNAME.")
     except (OSError, asyncio.TimeoutError, aio_errors.KafkaError) as error:
         return KafkaConnectError(
-            f"no Kafka broker answered on {endpoint}: {error or type(error).__name__}. Check that the "
-            f"broker runs (python -m deploy status), FRAUD_KAFKA_BOOTSTRAP, and that "
+            f"no Kafka broker answered on {endpoint} ({_why_not(error, timeout)}): `make up` starts the "
+            f"local stack (python -m deploy status shows it); else check FRAUD_KAFKA_BOOTSTRAP and that "
             f"FRAUD_KAFKA_SECURITY_PROTOCOL={protocol} is what its listener speaks.")
     conn.close()
     return None
+
+
+def _why_not(error: BaseException, timeout: float) -> str:
+    """"Connection refused" rather than "[Errno 111] Connect call failed ('127.0.0.1', 19092)"."""
+    if isinstance(error, (asyncio.TimeoutError, TimeoutError)):
+        return f"no answer within {timeout:g} s"
+    if isinstance(error, OSError) and error.errno:
+        return os.strerror(error.errno)
+    return str(error) or type(error).__name__
 
 
 @contextlib.contextmanager

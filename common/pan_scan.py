@@ -2,7 +2,7 @@
 
 A finding is a run of 13 to 19 ASCII digits standing alone (no digit or letter right before or after
 it) that passes the Luhn check (``common.contracts.luhn_valid``): what a primary account number looks
-like. Card numbers must never appear anywhere this project writes (design.md section 2: cards are
+like. Card numbers must never appear anywhere this project writes (docs/architecture.md, "Contracts": cards are
 tokens). Two kinds of digits are not a card number, and one in ten of them would pass Luhn by chance:
 digits inside a longer token (hex hashes and UUIDs: alert and case ids, SHA-256 sums, Kafka's log
 folder names) and the fraction digits of a decimal number (a score with 16 decimals).

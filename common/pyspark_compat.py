@@ -5,7 +5,8 @@ start (``startOffset``, ``numRows``). The JVM pads that column with null rows wh
 rows than groups (almost always). PySpark 4.0.0 converts it to pandas with the generic Arrow-to-pandas path,
 which turns integer children containing nulls into float64, and then calls ``RecordBatch.slice(0.0, 3.0)``:
 ``TypeError: 'float' object cannot be interpreted as an integer`` (reproduced here with pandas 2.3.3 and
-pyarrow 26.0.1; the measurements in shared/spark-notes.md were taken on 4.3, where it works).
+pyarrow 26.0.1; the first figures of docs/architecture.md, "Spark costs that shaped the design", were
+taken on 4.3, where it works).
 
 ``install()`` replaces only that conversion, only for the state-information column (the struct with a
 ``startOffset`` field), with ``to_pylist()``, which keeps integers integers and null rows ``None``: exactly

@@ -68,7 +68,20 @@ def check_redis(settings: Settings, timeout: float = 2.0) -> None:
         raise RedisAuthError(f"Redis at {redis_address(settings)} refused the login: {error}. "
                              f"Check FRAUD_REDIS_PASSWORD (Redis' requirepass).") from error
     except (redis.ConnectionError, redis.TimeoutError, OSError) as error:
-        raise RedisUnreachableError(f"no Redis answered at {redis_address(settings)}: {error}. Is it running "
-                                    f"(python -m deploy status), and is FRAUD_REDIS_URL right?") from error
+        raise RedisUnreachableError(f"no Redis answered at {redis_address(settings)} ({_why_not(error, timeout)}): "
+                                    f"`make up` starts the local stack (python -m deploy status shows it); "
+                                    f"else check FRAUD_REDIS_URL.") from error
     finally:
         client.close()
+
+
+def _why_not(error: BaseException, timeout: float) -> str:
+    """"Connection refused" rather than "Error 111 connecting to 127.0.0.1:16379. Connection refused."."""
+    import redis
+
+    cause = error.__cause__ or error.__context__
+    if isinstance(error, redis.TimeoutError) or isinstance(cause, TimeoutError):
+        return f"no answer within {timeout:g} s"
+    if isinstance(cause, OSError) and cause.strerror:
+        return cause.strerror
+    return str(error).rstrip(".") or type(error).__name__

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from common.cli_errors import UNAVAILABLE, UserError
 from common.settings import Settings, get_settings
 
 
@@ -14,8 +15,8 @@ def kafka_connector_jars(settings: Settings) -> list[Path]:
     """The Spark Kafka connector and its dependencies, fetched by ``python -m deploy fetch``."""
     jars = sorted(settings.spark_jars_dir.glob("*.jar"))
     if not jars:
-        raise RuntimeError(f"no Spark Kafka connector jars in {settings.spark_jars_dir}: "
-                           f"run `make up` (or `python -m deploy fetch`) first")
+        raise UserError(f"no Spark Kafka connector jars in {settings.spark_jars_dir}: "
+                        f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
     return jars
 
 

@@ -16,6 +16,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from common.cli_errors import ArgumentParser, positive_float, run_command
 from common.settings import REPO_ROOT, Settings, get_settings
 from common.waiting import wait_until
 from demo.diamond import LocalDiamond, Traffic, dashboard_url
@@ -29,15 +30,17 @@ DEMO_SCENARIOS = ("amount_over_220=1",)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--duration", type=float, default=60, help="seconds of simulated traffic (default 60)")
-    parser.add_argument("--rate", type=float, default=1000, help="transactions per second (default 1000)")
+    parser = ArgumentParser(prog="python -m demo", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=positive_float, default=60,
+                        help="seconds of simulated traffic (default 60)")
+    parser.add_argument("--rate", type=positive_float, default=1000, help="transactions per second (default 1000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep-running", action="store_true",
                         help="after the report, keep the services and the dashboard up until Ctrl-C")
     parser.add_argument("--out", type=Path, default=None, help="report folder (default artifacts/demo/<run>)")
-    parser.add_argument("--drain-timeout", type=float, default=600, help="seconds to wait for the pipeline to drain")
+    parser.add_argument("--drain-timeout", type=positive_float, default=600,
+                        help="seconds to wait for the pipeline to drain")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete this run's topics at the end")
     parser.add_argument("--no-live", action="store_true", help="plain log lines instead of the live view")
     return parser.parse_args(argv)
@@ -150,5 +153,11 @@ def _seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} s"
 
 
+def _stack_errors() -> tuple[type[BaseException], ...]:
+    from deploy.local_stack import StackError
+
+    return (StackError,)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, "python -m demo", expected=_stack_errors()))

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from common.cli_errors import ArgumentParser, fail, run_command
 from common.settings import get_settings
 from deploy import local_stack
 
+PROG = "python -m deploy"
+
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy", description=__doc__)
+    parser = ArgumentParser(prog=PROG, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="fetch what is missing, start Kafka and Redis, create the topics")
     up.add_argument("--secure", action="store_true",
@@ -44,10 +46,9 @@ def main(argv: list[str] | None = None) -> int:
             for env, value, _name in settings.describe():
                 print(f"{env:40s} {value}")
     except local_stack.StackError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(PROG, str(error), 1)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, PROG))

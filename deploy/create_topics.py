@@ -12,16 +12,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from common.cli_errors import ArgumentParser, fail, positive_float, run_command
 from common.settings import get_settings
 from common.waiting import wait_until
 from deploy.local_stack import broker_ready
 from deploy.topics import create_project_topics, project_topics
 
 
+PROG = "python -m deploy.create_topics"
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m deploy.create_topics", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--timeout", type=float, default=120.0,
+    parser = ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--timeout", type=positive_float, default=120.0,
                         help="seconds to wait for the broker (default %(default)s)")
     args = parser.parse_args(argv)
     settings = get_settings()
@@ -29,8 +32,7 @@ def main(argv: list[str] | None = None) -> int:
         wait_until(lambda: broker_ready(settings), args.timeout,
                    f"the Kafka broker at {settings.kafka_bootstrap}", interval=1.0)
     except TimeoutError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        return fail(PROG, str(error), 1)
     created = set(create_project_topics(settings))
     for spec in project_topics(settings):
         state = "created" if spec.name in created else "exists "
@@ -40,4 +42,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, PROG))

@@ -1,4 +1,4 @@
-"""The project's topics with the partition counts of design.md, created idempotently."""
+"""The project's topics with the partition counts of docs/architecture.md ("The diamond"), created idempotently."""
 
 from __future__ import annotations
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from common.cli_errors import UNAVAILABLE, USAGE, ArgumentParser, UserError, fail, readable_file, run_command, warn
 from detectors import registry
 from spark_job import options
+
+PROG = "python -m detectors"
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -33,10 +37,33 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_backtest(args: argparse.Namespace) -> int:
     from detectors import backtest
 
-    report = backtest.run(registry.resolve(args.names), args.transactions, args.labels, args.out,
+    detectors = registry.resolve(args.names)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)         # before Spark starts, like the input files' checks
+    except OSError as error:
+        raise UserError(f"cannot write to --out {out}: {error.strerror or error}") from None
+    detectors = ready_for_backtest(detectors, named=bool(args.names))
+    report = backtest.run(detectors, args.transactions, args.labels, out,
                           log=lambda msg: print(msg, file=sys.stderr))
     print(backtest.markdown(report))
     return 0
+
+
+def ready_for_backtest(detectors: list, named: bool) -> list:
+    """The detectors a backtest can run. One that cannot start (``registry.problem``, e.g. ml_score
+    without a trained model) is a one-line error when it was named, and is left out with a one-line
+    note on stderr when the backtest runs them all; both before Spark starts."""
+    found = {d.name: registry.problem(d) for d in detectors}
+    if named and any(found.values()):
+        raise UserError("; ".join(p for p in found.values() if p), UNAVAILABLE)
+    for name, problem in found.items():
+        if problem:
+            warn(f"{PROG} backtest", f"{name} left out: {problem.removeprefix(name + ': ')}")
+    ready = [d for d in detectors if not found[d.name]]
+    if not ready:
+        raise UserError("no detector can run", UNAVAILABLE)
+    return ready
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -44,17 +71,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         registry.get(name)            # fail fast on a typo, before Spark starts
     problems = registry.problems(registry.resolve(args.names))
     if problems:                      # e.g. ml_score without a trained model: say what to do, start nothing
-        for problem in problems:
-            print(f"python -m detectors run: {problem}", file=sys.stderr)
-        return 2
+        return fail(f"{PROG} run", "; ".join(problems), USAGE)
     from spark_job import job          # the Spark job: imported lazily so `list` works without starting it
 
     return job.run(args.names, args) or 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m detectors", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     listing = sub.add_parser("list", help="the registered detectors with version, watermark, scenarios, params")
@@ -68,8 +92,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     back = sub.add_parser("backtest", help="score detectors on a transactions file against labels")
     back.add_argument("names", nargs="*", metavar="NAME", help="detectors to score (default: all)")
-    back.add_argument("--transactions", required=True, help="JSONL of transactions (transaction contract)")
-    back.add_argument("--labels", required=True, help="JSONL labels {txn_id, is_fraud, scenario}")
+    back.add_argument("--transactions", required=True, type=readable_file, metavar="FILE",
+                      help="JSONL of transactions (transaction contract); lines that break it are counted, "
+                           "reported and left out")
+    back.add_argument("--labels", required=True, type=readable_file, metavar="FILE",
+                      help="JSONL labels {txn_id, is_fraud, scenario}; unreadable lines are counted and reported")
     back.add_argument("--out", required=True, help="directory for alerts.jsonl, report.json, report.md")
     return parser
 
@@ -83,4 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, PROG, expected=(registry.UnknownDetectorError,), expected_exit_code=USAGE))

@@ -23,7 +23,8 @@ by txn_id after a join without an extra time window. So Python state it is, kept
 event time after its last transaction.
 
 Grouped by bucket, not by card: Spark's Python stateful operators pay about 0.5-0.85 ms per group per
-micro-batch (spark-notes.md), so one group per card took this detector to ~1.4k transactions/s at 100k
+micro-batch (docs/architecture.md, "Spark costs that shaped the design"), so one group per card took
+this detector to ~1.4k transactions/s at 100k
 cards. The state is grouped by ``pmod(hash(card_id), state_buckets)``; a bucket's row holds all its
 cards (``detectors/amount_histories.py``), its event-time timeout is due when its longest-idle card is to
 be forgotten, and each call forgets the cards idle past the TTL. Rows behind the previous batch's

@@ -2,10 +2,11 @@
 
 ``amount_anomaly`` keeps its per-card state in buckets (``pmod(hash(card_id), state_buckets)``) instead of
 one state row per card: Spark's Python stateful operators pay 0.5-0.85 ms per *group* per micro-batch
-(``../shared/spark-notes.md``), which at 100k cards was most of the job's time. A bucket holds every card
-of its share as four columns (card ids as a JSON array, and little-endian bytes for the newest event time,
-the history length and the concatenated histories of each card), so a micro-batch costs one group call per
-touched bucket and one numpy pass over its cards. Pure Python and numpy: tested without Spark.
+(``docs/architecture.md``, "Spark costs that shaped the design"), which at 100k cards was most of the
+job's time. A bucket holds every card of its share as four columns (card ids as a JSON array, and
+little-endian bytes for the newest event time, the history length and the concatenated histories of each
+card), so a micro-batch costs one group call per touched bucket and one numpy pass over its cards. Pure
+Python and numpy: tested without Spark.
 """
 
 from __future__ import annotations

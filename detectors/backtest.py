@@ -20,26 +20,106 @@ Definitions (every number in the report follows these):
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterable
 
-from common.contracts import EVENT_TIME_PATTERN, format_event_time
+from common.contracts import EVENT_TIME_PATTERN, ContractError, decode_transaction, format_event_time
 from detectors.base import TRANSACTION_SCHEMA, Detector
 
 LEGITIMATE = "legitimate"
 
 
-def load_labels(path: str | Path) -> dict[str, dict]:
+@dataclass
+class Unreadable:
+    """The lines of an input file that could not be read: how many, and the first one's number and why.
+    Blank lines are not counted: they hold nothing."""
+    path: str
+    count: int = 0
+    first_line: int | None = None
+    first_reason: str | None = None
+
+    def add(self, number: int, reason: str) -> None:
+        self.count += 1
+        if self.first_line is None:
+            self.first_line, self.first_reason = number, reason
+
+    def summary(self) -> str:
+        """``N lines of FILE could not be read (first: line K: reason)``."""
+        lines = "line" if self.count == 1 else "lines"
+        return (f"{self.count} {lines} of {self.path} could not be read"
+                + (f" (first: line {self.first_line}: {self.first_reason})" if self.count else ""))
+
+    def as_dict(self) -> dict:
+        return {"path": self.path, "count": self.count, "first_line": self.first_line,
+                "first_reason": self.first_reason}
+
+
+def decode_label(raw: bytes) -> dict:
+    """One line of a labels file: ``{"txn_id": non-empty text, "is_fraud": true|false, "scenario": text or
+    null, "late": true|false}`` (scenario and late optional); ``ContractError`` otherwise."""
+    try:
+        record = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ContractError("not valid JSON") from None
+    if not isinstance(record, dict):
+        raise ContractError(f"a JSON {type(record).__name__}, not an object")
+    if not isinstance(record.get("txn_id"), str) or not record["txn_id"]:
+        raise ContractError("no txn_id (non-empty text)")
+    if not isinstance(record.get("is_fraud"), bool):
+        raise ContractError("no is_fraud (true or false)")
+    if not isinstance(record.get("scenario"), (str, type(None))):
+        raise ContractError("scenario is neither text nor null")
+    if not isinstance(record.get("late", False), bool):
+        raise ContractError("late is neither true nor false")
+    return record
+
+
+def load_labels(path: str | Path, unreadable: Unreadable | None = None) -> dict[str, dict]:
+    """The labels of a JSONL file by txn_id. A line that is not a label (``decode_label``) raises
+    ``ContractError``, or, given ``unreadable``, is counted there and left out."""
     labels = {}
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                record = json.loads(line)
-                labels[record["txn_id"]] = record
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            try:
+                record = decode_label(raw)
+            except ContractError as error:
+                if unreadable is None:
+                    raise ContractError(f"{path}: line {number}: {error}") from None
+                unreadable.add(number, str(error))
+                continue
+            labels[record["txn_id"]] = record
     return labels
+
+
+def screen_transactions(path: str | Path, scratch: Path) -> tuple[Unreadable, Path]:
+    """Check every line of a transactions file against the transaction contract (``decode_transaction``,
+    what ``python -m producers replay`` checks). Returns the unreadable lines and the file Spark should
+    read: ``path`` itself when every line is readable, else ``scratch`` with the readable lines only."""
+    unreadable = Unreadable(str(path))
+    bad: set[int] = set()
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            line = raw.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            try:
+                decode_transaction(line)
+            except ContractError as error:
+                unreadable.add(number, str(error))
+                bad.add(number)
+    if not bad:
+        return unreadable, Path(path)
+    with open(path, "rb") as source, open(scratch, "wb") as target:
+        target.writelines(raw for number, raw in enumerate(source, 1) if number not in bad and raw.strip())
+    return unreadable, scratch
 
 
 def _ratio(numerator: int, denominator: int) -> float | None:
@@ -115,6 +195,9 @@ def markdown(report: dict) -> str:
 
     lines = ["# Backtest", "", f"Labelled transactions: {report['labelled_transactions']}; fraud by scenario: "
              + (", ".join(f"{s} {n}" for s, n in report["fraud_transactions"].items()) or "none"), ""]
+    if "unreadable_lines" in report:
+        found = [Unreadable(**u).summary() + ", left out" for u in report["unreadable_lines"].values() if u["count"]]
+        lines += ["Unreadable input lines: " + ("; ".join(found) if found else "none") + ".", ""]
     if report.get("excluded_from_recall"):
         lines += ["Left out of recall (e.g. late): " + ", ".join(
             f"{s} {n}" for s, n in report["excluded_from_recall"].items()), ""]
@@ -138,8 +221,9 @@ def markdown(report: dict) -> str:
 def read_transactions(spark, path: str | Path):
     """A JSONL file in the transaction contract as a static DataFrame of ``TRANSACTION_SCHEMA``.
 
-    Lines that do not parse or miss a required field are dropped (and counted by the caller); the
-    backtest is about detectors, the runner's validation is about bad input.
+    Lines that do not parse or miss a required field are dropped; ``run`` hands it only lines that
+    ``screen_transactions`` read, having counted and reported the others. The backtest is about
+    detectors, the runner's validation is about bad input.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType, StructField, StructType
@@ -155,16 +239,36 @@ def read_transactions(spark, path: str | Path):
 
 def run(detectors: list[Detector], transactions: str | Path, labels_path: str | Path, out: str | Path,
         spark=None, log=print) -> dict:
-    from detectors.harness import alert_to_dict
-
-    if spark is None:
-        from common.spark import get_spark
-        spark = get_spark("detectors-backtest", with_kafka=False)
+    """Backtest ``detectors`` on the transactions file against the labels file: alerts.jsonl, report.json
+    and report.md in ``out``; returns the report. Lines of either file that cannot be read are left out,
+    counted in the report (``unreadable_lines``) and reported through ``log`` (one line per file)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as cleanup:
+        # The input files are read (and their unreadable lines reported) before Spark starts.
+        scratch = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix=".backtest-", dir=out)))
+        unreadable_labels = Unreadable(str(labels_path))
+        labels = load_labels(labels_path, unreadable_labels)
+        unreadable_transactions, readable = screen_transactions(transactions, scratch / "transactions.jsonl")
+        for unreadable in (unreadable_transactions, unreadable_labels):
+            if unreadable.count:
+                log(unreadable.summary())
+        if spark is None:
+            from common.spark import get_spark
+            spark = get_spark("detectors-backtest", with_kafka=False)
+        report = _run(spark, detectors, readable, labels, out, log)
+    report["unreadable_lines"] = {"transactions": unreadable_transactions.as_dict(),
+                                  "labels": unreadable_labels.as_dict()}
+    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    (out / "report.md").write_text(markdown(report))
+    return report
+
+
+def _run(spark, detectors: list[Detector], transactions: Path, labels: dict[str, dict], out: Path, log) -> dict:
+    from detectors.harness import alert_to_dict
+
     frame = read_transactions(spark, transactions).cache()
     total = frame.count()
-    labels = load_labels(labels_path)
     all_alerts: list[dict] = []
     with open(out / "alerts.jsonl", "w", encoding="utf-8") as handle:
         for detector in detectors:
@@ -179,6 +283,4 @@ def run(detectors: list[Detector], transactions: str | Path, labels_path: str | 
     frame.unpersist()
     report = score(detectors, all_alerts, labels)
     report["transactions"] = total
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-    (out / "report.md").write_text(markdown(report))
     return report

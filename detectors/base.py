@@ -1,4 +1,4 @@
-"""The detector contract (design.md section 3): what an analyst writes.
+"""The detector contract (docs/architecture.md, "The detector contract"): what an analyst writes.
 
 A detector is a name, a version, a watermark delay, typed parameters and a pure function from a
 DataFrame of parsed transactions (``TRANSACTION_SCHEMA``, already watermarked on ``event_time`` by the

@@ -2,8 +2,8 @@
 
 Operator: a stream-stream self-join of the transactions with an event-time range condition
 (``r.event_time BETWEEN l.event_time AND l.event_time + max_gap``). It is JVM-native (about 45k rows/s
-measured on local[2], see shared/spark-notes.md), needs no Python worker, and runs unchanged on a static
-DataFrame (the range condition is then an ordinary join predicate).
+measured on local[2], see docs/architecture.md, "Spark costs that shaped the design"), needs no Python
+worker, and runs unchanged on a static DataFrame (the range condition is then an ordinary join predicate).
 
 State: each side of the join keeps a transaction only while it can still match, i.e. until the watermark
 passes ``event_time + max_gap``; so the state holds at most ``max_gap + watermark`` of event time.

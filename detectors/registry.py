@@ -36,11 +36,18 @@ REGISTRY: dict[str, Detector] = {
 }
 
 
+class UnknownDetectorError(KeyError):
+    """No detector of that name is registered (a ``KeyError`` whose message reads as a sentence)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def get(name: str) -> Detector:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise KeyError(f"no detector named {name!r}; registered: {', '.join(REGISTRY)}") from None
+        raise UnknownDetectorError(f"no detector named {name!r}; registered: {', '.join(REGISTRY)}") from None
 
 
 def all() -> list[Detector]:  # noqa: A001 - the registry's natural verb; builtins.all is not needed here
@@ -68,14 +75,18 @@ def in_registry_order(detectors: Sequence[Detector]) -> list[Detector]:
 
 def problems(detectors: list[Detector]) -> list[str]:
     """What would stop these detectors at start (their modules' ``preflight``), one message each."""
-    found = []
-    for detector in detectors:
-        check = getattr(sys.modules.get(detector.detect.__module__), "preflight", None)
-        if check is None:
-            continue
-        try:
-            check(detector.params)
-        except RuntimeError as error:
-            message = str(error)
-            found.append(message if message.startswith(detector.name) else f"{detector.name}: {message}")
-    return found
+    return [message for message in map(problem, detectors) if message]
+
+
+def problem(detector: Detector) -> str | None:
+    """What would stop ``detector`` at start (its module's ``preflight``), starting with its name; None
+    when nothing would."""
+    check = getattr(sys.modules.get(detector.detect.__module__), "preflight", None)
+    if check is None:
+        return None
+    try:
+        check(detector.params)
+    except RuntimeError as error:
+        message = str(error)
+        return message if message.startswith(detector.name) else f"{detector.name}: {message}"
+    return None

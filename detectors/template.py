@@ -8,7 +8,7 @@ contract suite (``tests/integration/test_detector_contract.py``) checks it too. 
 Explain here, for the next analyst: the pattern, the Spark operator you chose and why, and what bounds the
 state (every stateful operator must be closed by the watermark: a join with an event-time range, a window
 aggregation, or a state timeout). Prefer native operators: per-card Python state costs ~0.5-0.85 ms per
-distinct card per micro-batch (shared/spark-notes.md).
+distinct card per micro-batch (docs/architecture.md, "Spark costs that shaped the design").
 
 This example alerts on a single large amount at a merchant category often used to cash out; it is
 stateless, so it needs no state bound at all.

@@ -12,11 +12,12 @@ import logging
 import sys
 import time
 
+from common.cli_errors import ArgumentParser, UserError, positive_int, run_command
 from models import estimators
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m models", description=__doc__.split("\n")[0])
+    parser = ArgumentParser(prog="python -m models", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="simulate labelled data, train and compare models, register the best",
@@ -27,12 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--profile", choices=("handbook", "default"), default="handbook",
                        help="simulator profile: handbook = Le Borgne et al.'s generator (default), default = ours")
     train.add_argument("--seed", type=int, default=1, help="simulator and model seed (default 1)")
-    train.add_argument("--days", type=int, default=None,
+    train.add_argument("--days", type=positive_int, default=None,
                        help="simulated days (default: what --folds needs, 114 for 4 folds): 37 days of warm-up "
                             "for the windows, then the validation folds, then the test folds")
-    train.add_argument("--folds", type=int, default=4,
+    train.add_argument("--folds", type=positive_int, default=4,
                        help="prequential validation and test folds of one week each (default 4, the Handbook's)")
-    train.add_argument("--customers", type=int, default=None,
+    train.add_argument("--customers", type=positive_int, default=None,
                        help="customers in the simulated world (default: the profile's, 5,000 / 10,000)")
     train.add_argument("--models", default=",".join(estimators.CANDIDATES),
                        help=f"comma-separated candidates (default: all): "
@@ -63,10 +64,19 @@ def main(argv: list[str] | None = None) -> int:
         from models.training import TrainConfig, train
 
         names = tuple(n.strip() for n in args.models.split(",") if n.strip())
+        if not names:
+            raise UserError("--models is empty: name at least one model")
         for name in names:
-            estimators.make(name, 0)            # unknown names fail before any work
+            try:
+                estimators.make(name, 0)        # unknown names fail before any work
+            except ValueError as error:
+                raise UserError(f"--models: {error}") from None
         started = time.monotonic()
-        days = args.days or TrainConfig(folds=args.folds).days_needed()
+        needed = TrainConfig(folds=args.folds).days_needed()
+        if args.days is not None and args.days < needed:
+            raise UserError(f"--days {args.days} is too few for {args.folds} validation and test folds after "
+                            f"the warm-up: use --days >= {needed} (or leave it out)")
+        days = args.days or needed
         config = TrainConfig(data=DataSpec(args.profile, args.seed, days, args.customers), models=names,
                              folds=args.folds)
         artifact, predictions, _ = train(config)
@@ -99,5 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+def _registry_errors() -> tuple[type[BaseException], ...]:
+    from models.registry import RegistryError
+
+    return (RegistryError,)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, "python -m models", expected=_registry_errors()))

@@ -1,4 +1,4 @@
-"""Command line of the producers (design.md section 7):
+"""Command line of the producers (docs/architecture.md, "Entry points"):
 
     python -m producers simulate --seed S --count N --out DIR   # DIR/transactions.jsonl, labels.jsonl, reference.json
     python -m producers simulate --seed S --count N             # to the transactions topic, labels to the labels topic
@@ -17,6 +17,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from common.cli_errors import (ArgumentParser, CONNECT_CHECK_SECONDS, fraction, non_negative_float, positive_float,
+                               positive_int, readable_file, run_command)
 from producers import scenarios
 
 EPILOG = "Kafka, Redis and topic names come from FRAUD_* environment variables (python -m deploy settings)."
@@ -33,8 +35,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m producers", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    parser = ArgumentParser(prog="python -m producers", description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
     sub = parser.add_subparsers(dest="command", required=True)
 
     sim = sub.add_parser("simulate", help="simulate labelled transactions to files or Kafka",
@@ -43,18 +45,19 @@ def build_parser() -> argparse.ArgumentParser:
                                      "the same flags give the same bytes.")
     _world_args(sim)
     bound = sim.add_argument_group("how much")
-    bound.add_argument("--count", type=int, help="number of transactions")
-    bound.add_argument("--duration", type=float, help="stop after this many wall-clock seconds")
-    bound.add_argument("--rate", type=float, default=0.0, help="events per second (0 = as fast as possible)")
+    bound.add_argument("--count", type=positive_int, help="number of transactions")
+    bound.add_argument("--duration", type=positive_float, help="stop after this many wall-clock seconds")
+    bound.add_argument("--rate", type=positive_float, default=None,
+                       help="events per second (default: as fast as possible)")
     scen = sim.add_argument_group("scenarios and event-time realism")
     scen.add_argument("--scenario", action="append", metavar="NAME=RATE", default=[],
                       help="set a scenario's rate (repeatable); units in the list below")
     scen.add_argument("--no-scenario", action="append", metavar="NAME", default=[], help="switch a scenario off")
     scen.add_argument("--only", action="append", metavar="NAME",
                       help="switch every scenario off except these (repeatable)")
-    scen.add_argument("--jitter-seconds", type=float, default=3.0,
+    scen.add_argument("--jitter-seconds", type=non_negative_float, default=3.0,
                       help="out-of-order arrival: each event arrives 0..this many seconds after its event time")
-    scen.add_argument("--late-fraction", type=float, default=0.005, help="share of events arriving minutes late")
+    scen.add_argument("--late-fraction", type=fraction, default=0.005, help="share of events arriving minutes late")
     scen.add_argument("--late-minutes", type=_pair, default=(2.0, 15.0), metavar="LO,HI",
                       help="how late a late event is, in minutes (default 2,15)")
     out = sim.add_argument_group("where to")
@@ -77,11 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "With --raw every line is published as its exact bytes, bad ones included "
                                      "(key = card_id if readable, else null), to exercise the dead-letter path.",
                          epilog=EPILOG)
-    rep.add_argument("file", type=Path, metavar="FILE")
+    rep.add_argument("file", type=readable_file, metavar="FILE")
     rep.add_argument("--raw", action="store_true", help="publish contract-breaking lines as they are")
-    rep.add_argument("--speedup", type=float, help="pace by event time, X times faster than real time "
-                                                   "(default: as fast as possible)")
-    rep.add_argument("--rate", type=float, default=0.0, help="at most this many events per second (0 = no limit)")
+    rep.add_argument("--speedup", type=positive_float, help="pace by event time, X times faster than real time "
+                                                            "(default: as fast as possible)")
+    rep.add_argument("--rate", type=positive_float, default=None,
+                     help="at most this many events per second (default: no limit)")
     rep.add_argument("--topic", help="target topic (default: FRAUD_TOPIC_TRANSACTIONS)")
     _kafka_args(rep)
     rep.set_defaults(func=cmd_replay)
@@ -104,7 +108,7 @@ def _world_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--profile", choices=["default", "handbook"], default="default",
                    help="default: cities, e-commerce, ATMs, all scenarios; handbook: Le Borgne et al.'s "
                         "simulator (5,000 customers, 10,000 terminals, radius 5) and its three scenarios")
-    g.add_argument("--customers", type=int, help="number of customers (default 10,000; handbook 5,000)")
+    g.add_argument("--customers", type=positive_int, help="number of customers (default 10,000; handbook 5,000)")
     g.add_argument("--start", type=_start, help="first simulated day, ISO date or 'now' "
                                                 "(default 2026-01-05; handbook 2018-04-01)")
     g.add_argument("--id-prefix", default="", help="prefix every id (keeps parallel runs apart)")
@@ -162,30 +166,32 @@ def _simulator(args):
 
 
 def cmd_simulate(args) -> int:
+    from common.kafka_clients import check_kafka_connection
     from common.settings import get_settings
     from producers.publish import progress_enabled
     from producers.simulate import publish, write_files
 
     if args.count is None and args.duration is None:
         raise ValueError("give --count N or --duration SECONDS")
-    if args.count is not None and args.count < 0:
-        raise ValueError("--count must be >= 0")
+    if not args.out:
+        settings = get_settings()
+        check_kafka_connection(settings, timeout=CONNECT_CHECK_SECONDS)   # before the world is built
     sim = _simulator(args)
     progress = progress_enabled(args.progress)
     if args.out:
         stats = write_files(sim, args.out, args.count, args.duration, progress=progress)
         _summary("written", stats, args.out)
         return 0
-    settings = get_settings()
     labels_topic = None if args.no_labels_topic else (args.labels_topic or settings.topic_labels)
     stats = publish(sim, settings, args.topic or settings.topic_transactions, args.count, args.duration,
-                    args.rate, labels_topic=labels_topic, labels_file=args.labels_out,
+                    args.rate or 0.0, labels_topic=labels_topic, labels_file=args.labels_out,
                     all_labels=args.all_labels, progress=progress, compression=args.compression)
     _summary("sent", stats, args.topic or settings.topic_transactions)
     return 0 if stats.failed == 0 and stats.unconfirmed == 0 and stats.label_failed == 0 else 1
 
 
 def cmd_replay(args) -> int:
+    from common.kafka_clients import check_kafka_connection
     from common.settings import get_settings
     from producers.publish import progress_enabled
     from producers.replay import publish_file
@@ -199,7 +205,8 @@ def cmd_replay(args) -> int:
 
     if not args.file.exists():
         raise ValueError(f"no such file: {args.file}")
-    stats, bad = publish_file(settings, args.file, topic, raw=args.raw, speedup=args.speedup, rate=args.rate,
+    check_kafka_connection(settings, timeout=CONNECT_CHECK_SECONDS)
+    stats, bad = publish_file(settings, args.file, topic, raw=args.raw, speedup=args.speedup, rate=args.rate or 0.0,
                               progress=progress_enabled(args.progress), compression=args.compression,
                               report=report)
     if bad and not args.raw:
@@ -213,13 +220,15 @@ def cmd_replay(args) -> int:
 def cmd_load_reference(args) -> int:
     import time
 
-    from common.redis_clients import redis_client
+    from common.redis_clients import check_redis, redis_client
     from common.settings import get_settings
     from producers.reference import load_reference
     from producers.world import build_world
 
+    settings = get_settings()
+    check_redis(settings, timeout=CONNECT_CHECK_SECONDS)       # before the world is built
     world = build_world(args.profile, args.seed, args.start, args.customers, args.id_prefix)
-    client = redis_client(get_settings())
+    client = redis_client(settings)
     started = time.monotonic()
     counts = load_reference(client, world)
     client.close()
@@ -240,4 +249,4 @@ def _summary(verb: str, stats, where, extra: dict | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main, "python -m producers"))

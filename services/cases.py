@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from typing import Any, Awaitable, Callable, MutableMapping
 
+from common.cli_errors import run_command
 from common.contracts import ContractError, parse_event_time
 from common.kafka_io import json_bytes
 from common.settings import get_settings
@@ -176,4 +178,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main, "python -m services.cases"))

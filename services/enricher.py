@@ -3,7 +3,7 @@
 Run: ``python -m services.enricher worker -l info`` (settings from ``common.settings``; app id / consumer
 group from ``FRAUD_ENRICHER_APP_ID``, see ``common/settings.py``).
 
-At-least-once with idempotent effects (design.md section 4), per batch of alerts taken from the
+At-least-once with idempotent effects (docs/architecture.md, "Exactly once"), per batch of alerts taken from the
 stream, in this order:
 
 1. decode and validate each alert (an alert breaking the contract is logged and counted, not
@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
+from common.cli_errors import run_command
 from common.contracts import ContractError, card_key, customer_key, merchant_key, parse_event_time
 from common.kafka_io import json_bytes
 from common.settings import get_settings
@@ -196,4 +198,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main, "python -m services.enricher"))

@@ -3,8 +3,8 @@ with retry.
 
 read_committed: faust-streaming has no setting for the consumer's isolation level; it reads
 ``read_committed`` only under ``processing_guarantee="exactly_once"``, which would also turn on its
-per-partition transactional producers. The alert writers commit Kafka transactions (design.md
-section 4), so our consumers must never see records of open or aborted transactions:
+per-partition transactional producers. The alert writers commit Kafka transactions (docs/architecture.md,
+"Exactly once"), so our consumers must never see records of open or aborted transactions:
 ``ReadCommittedApp`` uses a transport whose consumer thread builds the aiokafka consumer with
 ``isolation_level="read_committed"`` through Faust's own code path, and nothing else changes.
 
@@ -117,11 +117,13 @@ def main(app: faust.App, settings: Settings) -> None:
 
     ``worker`` first declares the tables' changelog topics (``declare_changelogs``), and runs without
     Faust's own web server unless ``--with-web``/``--web-port`` is given: its fixed port 6066 would
-    clash between the several workers of one host.
+    clash between the several workers of one host. ``--help`` connects to nothing: creating the app,
+    its topics and tables does not, and the changelogs are declared only for a worker that starts.
     """
     argv = sys.argv[1:]
     if argv[:1] == ["worker"]:
-        declare_changelogs(app, settings)
+        if not any(a in ("-h", "--help") for a in argv):
+            declare_changelogs(app, settings)
         if not any(a.startswith(("--with-web", "--without-web", "--web-port")) for a in argv):
             sys.argv = [sys.argv[0], *argv, "--without-web"]
     app.main()

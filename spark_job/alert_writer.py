@@ -1,4 +1,4 @@
-"""The exactly-once alert writer: Kafka transactions from Spark's ``foreachBatch`` (design.md section 4).
+"""The exactly-once alert writer: Kafka transactions from ``foreachBatch`` (docs/architecture.md, "Exactly once").
 
 Spark's own Kafka sink is at-least-once: after a crash it re-runs the last micro-batch and writes its
 rows again. This writer makes every micro-batch's output (alerts, dead-letter records) appear exactly

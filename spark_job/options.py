@@ -9,6 +9,8 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.cli_errors import non_negative_float, positive_int
+
 DLQ_QUERY = "dlq"
 SINKS = ("exactly-once", "spark-kafka")
 
@@ -36,18 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON offsets")
     parser.add_argument("--max-offsets-per-trigger", type=positive_int, default=200_000,
                         help="records per micro-batch at most (default 200000)")
-    parser.add_argument("--trigger-seconds", type=float, default=0.0,
+    parser.add_argument("--trigger-seconds", type=non_negative_float, default=0.0,
                         help="start a micro-batch every N seconds (default 0: as soon as one ends)")
     parser.add_argument("--checkpoint-root", default=None, help="a local folder or a URI (hdfs://, s3a://)")
-    parser.add_argument("--duration", type=float, default=0.0,
+    parser.add_argument("--duration", type=non_negative_float, default=0.0,
                         help="stop after this many seconds (0: run until Ctrl-C)")
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive whole number, not {text}")
-    return value
 
 
 def from_arguments(args: argparse.Namespace) -> RunOptions:

@@ -1,4 +1,4 @@
-"""Detectors that exist only for the tests of the runner and the sinks (not registered)."""
+"""Detectors that exist only for the tests of the Spark job and its writer (not registered)."""
 
 from __future__ import annotations
 

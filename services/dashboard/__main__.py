@@ -6,11 +6,12 @@ Redis URL and key namespace from the settings (``FRAUD_REDIS_URL``, ``FRAUD_SINK
 
 from __future__ import annotations
 
-import argparse
 import logging
+import sys
 
 from aiohttp import web
 
+from common.cli_errors import UNAVAILABLE, ArgumentParser, UserError, run_command
 from common.settings import get_settings
 from services.dashboard.app import make_web_app
 from services.faust_support import redis_client
@@ -19,8 +20,8 @@ from common.redis_keys import RedisKeys
 
 def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
-    parser = argparse.ArgumentParser(prog="python -m services.dashboard",
-                                     description="Live fraud dashboard (cases, alert rates, latency).")
+    parser = ArgumentParser(prog="python -m services.dashboard",
+                            description="Live fraud dashboard (cases, alert rates, latency).")
     parser.add_argument("--host", default=settings.dashboard_host,
                         help="address to bind (FRAUD_DASHBOARD_HOST, default %(default)s)")
     parser.add_argument("--port", type=int, default=settings.dashboard_port,
@@ -29,8 +30,12 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = make_web_app(redis_client(settings), RedisKeys(settings.sinks_namespace))
     print(f"dashboard on http://{args.host}:{args.port}/", flush=True)
-    web.run_app(app, host=args.host, port=args.port, print=None)
+    try:
+        web.run_app(app, host=args.host, port=args.port, print=None)
+    except OSError as error:                 # the port is taken, or the address is not this host's
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error} "
+                        f"(FRAUD_DASHBOARD_HOST, FRAUD_DASHBOARD_PORT)", UNAVAILABLE) from None
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_command(main, "python -m services.dashboard"))
