@@ -6,7 +6,7 @@ that setting here. Every Python task begins with ``importlib.invalidate_caches()
 ``sys.path`` read its archive's whole directory again, at once. A pip-installed PySpark 4.0 puts three
 archives on the workers' path: ``pyspark.zip`` (1,220 entries), py4j's and ``spark-core``'s jar (5,261
 entries): ~17 ms of directory reading per task when idle, more when both cores are busy, and a third of
-the Python workers' samples in a profile of ``amount_anomaly`` (py-spy; figures in the README's
+the Python workers' samples in a profile of ``amount_anomaly`` (py-spy; figures in docs/performance.md,
 Performance section). Python 3.12 made the reset lazy (CPython gh-103200); here an archive's directory is
 read again only when its size or modification time changed, which keeps the reset's meaning.
 """

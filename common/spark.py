@@ -20,10 +20,8 @@ def kafka_connector_jars(settings: Settings) -> list[Path]:
     return jars
 
 
-# HotSpot leaves methods over 8,000 bytes of bytecode to the interpreter. The generated code of the
-# runner's validation (one CASE of ~60 rules, spark_job/parsing.py) is such a method: validating 100,000
-# records took 2.19 s with the default and 1.61 s with huge methods compiled (static DataFrame, min of 4;
-# without whole-stage codegen 1.92 s). Measured in the README (Performance).
+# The validation's generated code (one CASE of ~60 rules, spark_job/parsing.py) is a method over HotSpot's
+# 8,000-byte limit, which it would leave to the interpreter (docs/performance.md, "Spark settings and why").
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 

@@ -9,7 +9,7 @@ order is how Spark schedules them: after the scan and validation, each detector'
 task of one stage, and the stage's tasks start in branch order, two at a time on two cores. Longest
 first keeps both cores busy to the end of the batch, so the two self-joins come first, then the per-key
 Python state, then the window aggregation: on 200,000-record batches of all four built-ins the other
-order left a core idle for ~3 s a batch (README, Performance). Put an expensive new detector early.
+order left a core idle for ~3 s a batch (docs/performance.md). Put an expensive new detector early.
 
 A detector that needs something besides the stream (``ml_score``: a trained model) defines
 ``preflight(params)`` in its module, raising ``RuntimeError`` with what to do; ``problems`` collects

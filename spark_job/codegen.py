@@ -24,7 +24,7 @@ class CodegenByBatchSize:
     just written read ``spark_codegen_large_batch_rows`` records or more, the stream's own session (the
     one Spark plans and runs this query's batches with) is set to FALLBACK, Spark's default, for the next
     batch, and back once a batch is small again.
-    Measured in the README (Performance).
+    Measured in docs/performance.md.
     """
 
     def __init__(self, write: Callable, settings: Settings):

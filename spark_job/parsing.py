@@ -52,7 +52,7 @@ def _json_type_name(jtype: Column) -> Column:
 # two decimals, lat/lon plain numbers or null (both or neither). For such a record the JSON structure and
 # every field's JSON type are known from the regex alone, so ``from_json`` can read the values; every
 # other record (another key order, whitespace, escapes, exponents, extra fields, any breakage) takes the
-# general path. Measured in the README (Performance).
+# general path. Measured in docs/performance.md.
 _ASCII_STRING = r'"[\x20\x21\x23-\x5b\x5d-\x7e]*+"'
 _AMOUNT = r"(?:0|[1-9][0-9]{0,8})(?:\.[0-9]{1,2})?"
 _COORDINATE = r"(?:-?(?:0|[1-9][0-9]{0,2})(?:\.[0-9]{1,15})?|null)"

@@ -86,7 +86,7 @@ def read_once(checked: DataFrame, settings: Settings) -> DataFrame:
     the columns it reads. So the exchange carries one struct of everything any branch needs (the
     transaction columns, the reason, and the raw record for invalid ones only) and is unpacked after it;
     ``common.spark`` switches off the nested-field pruning that would take the struct apart again.
-    Measured in the README (Performance).
+    Measured in docs/performance.md.
     """
     invalid = F.col("_reason").isNotNull()
     record = F.struct(F.col("_reason"), *[F.col(name) for name in TRANSACTION_SCHEMA.fieldNames()],
@@ -103,7 +103,7 @@ def detector_input(once: DataFrame, detector: Detector, settings: Settings) -> D
     no output partitioning, so every stateful operator above it (each side of a join) would shuffle its
     input again although the single partition of ``read_once`` already holds everything together. A
     coalesce to one partition moves no data and says "single partition", which satisfies them all: the
-    detectors run in the stage that reads the shared exchange. Measured in the README (Performance).
+    detectors run in the stage that reads the shared exchange. Measured in docs/performance.md.
     """
     transactions = valid_transactions(once).withWatermark("event_time", detector.watermark)
     return transactions.coalesce(1) if settings.spark_shuffle_partitions == 1 else transactions

@@ -84,7 +84,7 @@ def _publish_input(s) -> set[str]:
 
 
 # The comparison with Spark's own Kafka sink (how many duplicates the same kills make) is a slow run:
-# make test-slow (its figures are in the README).
+# make test-slow (its figures are in docs/performance.md).
 @pytest.mark.parametrize("sink", ["exactly-once", pytest.param("spark-kafka", marks=pytest.mark.slow)])
 def test_sigkilled_driver_restarts_without_losing_or_duplicating_alerts(stack, topics, tmp_path, sink):
     s = stack.replace(topic_transactions=topics("transactions", partitions=4), topic_alerts=topics("alerts", 2),
