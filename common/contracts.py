@@ -212,6 +212,9 @@ ALERT_FIELDS = ("alert_id", "detector", "detector_version", "card_id", "txn_ids"
 ALERT_TRIGGER_TEXT_FIELDS = ("customer_id", "merchant_id", "terminal_id", "currency", "channel")
 ALERT_TRIGGER_NUMBER_FIELDS = ("amount", "lat", "lon")
 ALERT_TRIGGER_FIELDS = ALERT_TRIGGER_TEXT_FIELDS + ALERT_TRIGGER_NUMBER_FIELDS
+# Optional: when the triggering transaction entered Kafka (its record timestamp), in the event-time
+# format; ``detected_at - ingested_at`` is the pipeline's latency on the wall clock.
+ALERT_INGESTED_AT = "ingested_at"
 
 
 def alert_id(detector: str, txn_ids: Iterable[str]) -> str:
@@ -243,6 +246,8 @@ def validate_alert(alert: dict) -> dict:
             raise ContractError(f"{name} must be a {'string' if wanted is str else 'number'} or null, "
                                 f"got {_json_type(value)}")
     parse_event_time(alert["event_time"])
+    if alert.get(ALERT_INGESTED_AT) is not None:
+        parse_event_time(alert[ALERT_INGESTED_AT])
     return alert
 
 

@@ -11,10 +11,10 @@ deployments or test runs can share one Redis without seeing each other's cases.
 | {ns}:cases:open                       | zset       | cases      | case_id -> updated_at (ms), open cases         |
 | {ns}:cases:closed                     | zset       | cases      | case_id -> updated_at (ms), newest 500 kept    |
 | {ns}:alerts:latest                    | zset       | cases      | alert_id -> detected_at (ms), newest 1000 kept |
-| {ns}:alerts:data                      | hash       | cases      | alert_id -> enriched alert JSON (same 1000)    |
+| {ns}:alerts:data                      | hash       | cases      | alert_id -> its summary JSON (same 1000), ingested_at kept, no latency_ms |
 | {ns}:alerts:minute:{YYYYmmddHHMM}:{detector} | set+TTL | cases | alert_ids detected in that minute (UTC)       |
 | {ns}:alerts:minutes                   | zset       | cases      | "{minute}:{detector}" -> minute (ms)           |
-| {ns}:queries                          | hash       | detector job | query name -> its progress totals (JSON)     |
+| {ns}:queries                          | hash       | detector job | query name -> progress totals, watermark, offsets_behind_latest (JSON) |
 
 Every write is idempotent (SET, ZADD, SADD, HSET of the same member), so a redelivered alert
 re-does them without counting anything twice.

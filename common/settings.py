@@ -59,6 +59,12 @@ class Settings:
     dashboard_host: str = _env("FRAUD_DASHBOARD_HOST", "127.0.0.1")
     dashboard_port: int = _env("FRAUD_DASHBOARD_PORT", 8765)
 
+    # --- The detector job ------------------------------------------------------------------------
+    # Detectors sharing a query pay its per-batch costs once (docs/performance.md, "Real time"); a
+    # detector in no group runs in a query of its own. python -m detectors run --groups overrides it.
+    detector_groups: str = _env("FRAUD_DETECTOR_GROUPS",
+                                "rules=double_swipe,impossible_travel,amount_anomaly,velocity;ml=ml_score")
+
     # --- Spark ---------------------------------------------------------------------------------
     spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
     # The driver's address: loopback for the local stack; a reachable address on a real cluster.

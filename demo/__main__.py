@@ -27,6 +27,22 @@ from demo.monitor import PipelineMonitor
 # (every amount above 220.00 is fraud); the ML model is trained on Handbook-compatible data where it
 # is on, and without it the model's alerts on large amounts would all be false positives.
 DEMO_SCENARIOS = ("amount_over_220=1",)
+REFRESH_S = 1.0           # how often the live view (a terminal) is redrawn and the drain checked
+PLAIN_LINE_EVERY_S = 10.0  # without a terminal (or with --no-live): one line of figures this often
+
+
+class Every:
+    """True at the first call, then once ``seconds`` have passed since the last true."""
+
+    def __init__(self, seconds: float, clock=time.monotonic):
+        self.seconds, self.clock, self.last = seconds, clock, None
+
+    def due(self) -> bool:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.seconds:
+            return False
+        self.last = now
+        return True
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,7 +58,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--drain-timeout", type=positive_float, default=600,
                         help="seconds to wait for the pipeline to drain")
     parser.add_argument("--keep-topics", action="store_true", help="do not delete this run's topics at the end")
-    parser.add_argument("--no-live", action="store_true", help="plain log lines instead of the live view")
+    parser.add_argument("--no-live", action="store_true",
+                        help=f"plain log lines (one every {PLAIN_LINE_EVERY_S:.0f} s) instead of the live view; "
+                             "the default without a terminal")
     return parser.parse_args(argv)
 
 
@@ -116,18 +134,20 @@ def _live_view(diamond: LocalDiamond, producer, monitor: PipelineMonitor, dashbo
     drain = Drain(diamond.settings, writer_ids())
     deadline = time.monotonic() + args.duration + args.drain_timeout
     live = None if args.no_live or not sys.stdout.isatty() else Live(table(), refresh_per_second=2)
+    plain_line = Every(PLAIN_LINE_EVERY_S)
     if live:
         live.start()
     try:
         while time.monotonic() < deadline:
-            monitor.stopped.wait(timeout=1.0)  # the refresh interval of the live view
+            monitor.stopped.wait(timeout=REFRESH_S)
             diamond.check_services()
-            f = monitor.snapshot()
             if live:
                 live.update(table())
-            else:
-                say(f"{f['transactions']:,} transactions ({f['transactions_per_second']}/s), "
-                    f"alerts {f['alerts_by_detector']}, latency p50 {_seconds(f['latency_p50_s'])}")
+            elif plain_line.due():
+                f = monitor.snapshot()
+                say(f"{f['transactions']:,} transactions ({f['transactions_per_second']:,}/s), "
+                    f"alerts {f['alerts_by_detector']}, latency p50 / p99 {_seconds(f['latency_p50_s'])} / "
+                    f"{_seconds(f['latency_p99_s'])}")
             if producer.proc.poll() is not None and drain.done():
                 return
         say(f"the pipeline did not drain before the deadline (waiting for {drain.waiting_for()}): "

@@ -4,11 +4,12 @@ of the end-to-end suite's local target.
 ``Traffic`` is the simulated stream of a run (the ``python -m producers`` arguments). ``LocalDiamond``
 is a context manager: entering starts Kafka and Redis (if they are not up), creates the run's own
 topics (``run_settings``: own topics, consumer groups, Redis namespace, checkpoints and run folder,
-so runs never mix), loads the reference profiles, trains a model if the ML detector has none, starts
-the detector job, the enricher, the case manager and the dashboard, and waits until every detector
-query has reported progress and the dashboard answers. ``publish`` starts the producer. Leaving stops
-every process it started (also on an error, Ctrl-C or SIGTERM), records what was left behind in
-``leftovers`` and deletes the run's topics (unless ``keep_topics``).
+so runs never mix), loads the reference profiles, trains a quick model if the ML detector has none
+(``TRAIN_QUICK``, its progress said line by line), starts the detector job, the enricher, the case
+manager and the dashboard, and waits until every detector query has reported progress and the
+dashboard answers. ``publish`` starts the producer. Leaving stops every process it started (also on
+an error, Ctrl-C or SIGTERM), records what was left behind in ``leftovers`` and deletes the run's
+topics (unless ``keep_topics``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,33 @@ from deploy.topics import create_project_topics, project_topics
 
 SERVICES = ("detectors", "enricher", "cases", "dashboard")
 SERVICE_START_TIMEOUT = 420.0      # Spark's cold start and first micro-batches on 2 shared cores
+# The model the demo trains when none is registered: the quick preset (one fold, one candidate; ~30 s on
+# 2 cores), registered like any other; no report, so `make train`'s artifacts/models/report.md stays.
+TRAIN_QUICK = ["-m", "models", "train", "--quick", "--no-report"]
+
+
+def is_training_progress(line: str) -> bool:
+    """The lines of ``python -m models train`` worth showing: its steps ("[3/4] ...") and the result."""
+    return line.startswith("[") or line.startswith("registered ")
+
+
+class LogLines:
+    """The complete lines a child process added to its log since the last call."""
+
+    def __init__(self, path: Path):
+        self.path, self.partial = path, b""
+        self.offset = path.stat().st_size if path.exists() else 0
+
+    def new_lines(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as log:
+                log.seek(self.offset)
+                data = log.read()
+        except FileNotFoundError:
+            return []
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        return [line.decode(errors="replace").rstrip("\r") for line in lines if line.strip()]
 
 
 @dataclass(frozen=True)
@@ -144,9 +172,20 @@ class LocalDiamond:
             raise
         return self
 
-    def run_to_end(self, name: str, args: list[str], timeout: float = 900) -> None:
+    def run_to_end(self, name: str, args: list[str], timeout: float = 900,
+                   relay: Callable[[str], bool] | None = None) -> None:
+        """Run ``python args...`` to its end; each new line of its log for which ``relay`` is true is said."""
+        follow = LogLines(self.group.log_dir / f"{name}.log")       # from its end: only what comes now
         child = self.group.start(name, args, self.env)
-        wait_until(lambda: child.proc.poll() is not None, timeout, name, interval=0.2)
+
+        def finished() -> bool:
+            done = child.proc.poll() is not None
+            for line in follow.new_lines() if relay else ():
+                if relay(line):
+                    self.say(f"  {line}")
+            return done
+
+        wait_until(finished, timeout, name, interval=0.2)
         if child.proc.returncode != 0:
             raise RuntimeError(f"{name} failed (exit {child.proc.returncode}):\n{child.tail()}")
 
@@ -158,8 +197,9 @@ class LocalDiamond:
         from models.registry import latest_version  # only when the ML detector is registered
 
         if latest_version(self.settings.model_registry) is None:
-            self.say("no model registered: training one (make train) ...")
-            self.run_to_end("train", ["-m", "models", "train"])
+            self.say("no model registered: training a quick one (under a minute; `make train` for the "
+                     "full protocol) ...")
+            self.run_to_end("train", TRAIN_QUICK, relay=is_training_progress)
 
     def _wait_for_services(self) -> None:
         """Every query of the detector job has reported progress and the dashboard answers."""

@@ -6,8 +6,7 @@ past the latest event time in the topic. It moves every query's watermark past t
 event-time windows still open (a card-testing burst at the very end) close and report, as they would
 under continuing traffic.
 
-Progress is read from the marker topic: every writer (one per detector query, and the dead-letter
-query) commits one marker per micro-batch, in the same Kafka transaction as the batch's output
+Progress is read from the marker topic: every writer (one per query of the detector job) commits one marker per micro-batch, in the same Kafka transaction as the batch's output
 (``spark_job/alert_writer.py``). Micro-batches of a query run one after the other, the next planned only
 when the previous one committed. So among the markers a writer committed after the tick was in the
 topic, the 1st may belong to a batch planned before it, the 2nd read everything up to the tick, and
@@ -34,13 +33,16 @@ NUDGE_SECONDS = 5.0
 TAIL_RECORDS = 500                       # per partition: the latest event times are among the last arrivals
 
 
-def writer_ids(names: Iterable[str] | None = None) -> list[str]:
-    """The writers a running ``python -m detectors run`` has: one per detector query, and the DLQ query."""
+def writer_ids(names: Iterable[str] | None = None, groups: str | None = None) -> list[str]:
+    """The writers a running ``python -m detectors run [NAMES]`` has: one per query of its plan
+    (``spark_job.options.plan_queries``) with the detector groups ``groups`` (default: the settings')."""
+    from common.settings import get_settings
     from detectors import registry
-    from spark_job.queries import DLQ_QUERY, query_name
+    from spark_job.options import RunOptions, parse_groups, plan_queries
 
-    detectors = [registry.get(n) for n in names] if names else registry.all()
-    return [query_name(d) for d in detectors] + [DLQ_QUERY]
+    detectors = [registry.get(n).name for n in names] if names else registry.names()
+    spec = get_settings().detector_groups if groups is None else groups
+    return [plan.name for plan in plan_queries(detectors, RunOptions(groups=parse_groups(spec)))]
 
 
 def latest_event_time(settings: Settings, topic: str | None = None, timeout: float = 60.0) -> datetime | None:

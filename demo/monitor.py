@@ -1,10 +1,13 @@
 """Live figures of a running diamond, read from Kafka and Redis: for the demo's terminal view and report.
 
 A background thread follows the transactions topic (record timestamps: when each transaction
-entered Kafka), the alerts topic (``read_committed``) and the dead-letter topic. Latency is measured
-from the moment the triggering transaction entered Kafka to the alert's ``detected_at``: the
-simulator runs its clock faster than the wall clock, so event time to alert would measure the
-simulation, not the system.
+entered Kafka), the alerts topic (``read_committed``) and the dead-letter topic. Latency is measured per
+detector from the moment the triggering transaction entered Kafka (the alert's ``ingested_at``, else
+the transaction's record timestamp) to the alert being committed: the moment this ``read_committed``
+reader receives it (``written`` is to its ``detected_at``, before the commit). The simulator runs its
+clock faster than the wall clock, so event time to alert would measure the simulation, not the system.
+Consumer lag is sampled from the detector job's progress files: the topic's end offsets minus the
+offsets each query has read up to.
 """
 
 from __future__ import annotations
@@ -35,7 +38,12 @@ class PipelineMonitor(threading.Thread):
         self.alert_ids: Counter[str] = Counter()
         self.alerts_by_detector: Counter[str] = Counter()
         self.alerts: list[dict] = []
-        self.latencies: list[float] = []
+        self.latencies: list[float] = []                       # committed, every detector
+        self.committed_by_detector: dict[str, list[float]] = {}
+        self.written_by_detector: dict[str, list[float]] = {}
+        self.last_alert_at: float | None = None
+        self.last_transaction_at: float | None = None          # the traffic's, not the drain's ticks
+        self.lag_samples: list[tuple[float, int]] = []          # (wall time, the largest lag of any query)
         self.first_alert_at: float | None = None
         self._rate_window: deque[tuple[float, int]] = deque(maxlen=20)
 
@@ -43,20 +51,25 @@ class PipelineMonitor(threading.Thread):
         s = self.settings
         consumer = make_consumer(s, group_id=None, isolation_level="read_committed", max_poll_records=5000)
         consumer.subscribe([s.topic_transactions, s.topic_alerts, s.topic_dlq])
-        pending: list[dict] = []  # alerts whose triggering transaction we have not read yet
+        pending: list[tuple[dict, float]] = []  # (alert, received) whose transaction we have not read yet
+        next_lag = 0.0
         try:
             while not self.stopped.is_set():
-                batches = consumer.poll(timeout_ms=500)
+                batches = consumer.poll(timeout_ms=200)
+                received = time.time()
                 with self.lock:
                     for tp, records in batches.items():
                         if tp.topic == s.topic_transactions:
                             self._transactions(records)
                         elif tp.topic == s.topic_alerts:
-                            pending.extend(self._alerts(records))
+                            pending.extend((alert, received) for alert in self._alerts(records))
                         else:
                             self.dead_letters += len(records)
-                    pending = [a for a in pending if not self._latency(a)]
+                    pending = [(a, at) for a, at in pending if not self._latency(a, at)]
                     self._rate_window.append((time.monotonic(), self.transactions))
+                if received >= next_lag:
+                    next_lag = received + 1.0
+                    self._sample_lag(consumer, received)
         finally:
             consumer.close()
 
@@ -68,6 +81,8 @@ class PipelineMonitor(threading.Thread):
             except (ValueError, KeyError, TypeError):
                 continue  # a bad record: the dead-letter topic has it
             self.ingested_at[txn_id] = record.timestamp / 1000
+            if not str(txn_id).startswith("tick-"):
+                self.last_transaction_at = max(self.last_transaction_at or 0.0, record.timestamp / 1000)
 
     def _alerts(self, records) -> list[dict]:
         fresh = []
@@ -83,12 +98,31 @@ class PipelineMonitor(threading.Thread):
             fresh.append(alert)
         return fresh
 
-    def _latency(self, alert: dict) -> bool:
-        ingested = self.ingested_at.get(alert["txn_ids"][-1])
+    def _latency(self, alert: dict, received: float) -> bool:
+        ingested = (_parse_time(alert["ingested_at"]) if alert.get("ingested_at")
+                    else self.ingested_at.get(alert["txn_ids"][-1]))
         if ingested is None:
             return False
-        self.latencies.append(_parse_time(alert["detected_at"]) - ingested)
+        self.latencies.append(received - ingested)
+        self.committed_by_detector.setdefault(alert["detector"], []).append(received - ingested)
+        self.written_by_detector.setdefault(alert["detector"], []).append(_parse_time(alert["detected_at"]) - ingested)
+        self.last_alert_at = received
         return True
+
+    def _sample_lag(self, consumer, now: float) -> None:
+        """The largest consumer lag of the detector job's queries (records in the topic they have not read)."""
+        from kafka import TopicPartition
+
+        progress_dir = self.settings.run_dir / "progress"
+        read = [json.loads(p.read_text()).get("end_offset_total") or 0
+                for p in progress_dir.glob("*.json")] if progress_dir.exists() else []
+        if not read:
+            return
+        topic = self.settings.topic_transactions
+        partitions = consumer.partitions_for_topic(topic) or ()
+        end = sum(consumer.end_offsets([TopicPartition(topic, p) for p in partitions]).values())
+        with self.lock:
+            self.lag_samples.append((now, max(0, end - min(read))))
 
     def stop(self) -> None:
         self.stopped.set()
@@ -102,13 +136,20 @@ class PipelineMonitor(threading.Thread):
             if len(window) >= 2 and window[-1][0] > window[0][0]:
                 rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
             latencies = sorted(self.latencies)
+            by_detector = {name: {"p50": _quantile(sorted(values), 0.5), "p99": _quantile(sorted(values), 0.99),
+                                  "written_p99": _quantile(sorted(self.written_by_detector[name]), 0.99),
+                                  "count": len(values)}
+                           for name, values in sorted(self.committed_by_detector.items())}
             return {
                 "transactions": self.transactions, "transactions_per_second": round(rate),
                 "alerts": sum(self.alerts_by_detector.values()), "alerts_by_detector": dict(self.alerts_by_detector),
                 "duplicate_alert_ids": sum(n - 1 for n in self.alert_ids.values()),
                 "dead_letters": self.dead_letters,
                 "latency_p50_s": _quantile(latencies, 0.5), "latency_p99_s": _quantile(latencies, 0.99),
-                "first_alert_at": self.first_alert_at,
+                "first_alert_at": self.first_alert_at, "last_alert_at": self.last_alert_at,
+                "last_transaction_at": self.last_transaction_at,
+                "latency_by_detector": by_detector,
+                "lag": self.lag_samples[-1][1] if self.lag_samples else None,
             }
 
 

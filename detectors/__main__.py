@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from common.cli_errors import UNAVAILABLE, USAGE, ArgumentParser, UserError, fail, readable_file, run_command, warn
+from common.settings import get_settings
 from detectors import registry
 from spark_job import options
 
@@ -69,6 +70,9 @@ def ready_for_backtest(detectors: list, named: bool) -> list:
 def cmd_run(args: argparse.Namespace) -> int:
     for name in args.names:
         registry.get(name)            # fail fast on a typo, before Spark starts
+    for _, members in options.parse_groups(args.groups or get_settings().detector_groups):
+        for name in members:
+            registry.get(name)        # a group naming no registered detector is a typo: say so now
     problems = registry.problems(registry.resolve(args.names))
     if problems:                      # e.g. ml_score without a trained model: say what to do, start nothing
         return fail(f"{PROG} run", "; ".join(problems), USAGE)

@@ -26,7 +26,7 @@ Grouped by bucket, not by card: Spark's Python stateful operators pay about 0.5-
 micro-batch (docs/architecture.md, "Spark costs that shaped the design"), so one group per card took
 this detector to ~1.4k transactions/s at 100k
 cards. The state is grouped by ``pmod(hash(card_id), state_buckets)``; a bucket's row holds all its
-cards (``detectors/amount_histories.py``), its event-time timeout is due when its longest-idle card is to
+cards (``common/keyed_histories.py``), its event-time timeout is due when its longest-idle card is to
 be forgotten, and each call forgets the cards idle past the TTL. Rows behind the previous batch's
 watermark are filtered (and counted) by the operator because the timeout is event-time based; a row that
 slips between that and the current watermark never sets a timeout behind it
@@ -52,7 +52,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from common import pyspark_compat
-from detectors.amount_histories import STATE_SCHEMA, CardHistories
+from common.keyed_histories import STATE_SCHEMA, KeyedHistories as CardHistories
 from detectors.amount_scoring import score_cards
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
 from common.state_timeouts import timeout_after

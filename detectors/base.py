@@ -36,13 +36,17 @@ TRANSACTION_SCHEMA = StructType([
     StructField("mcc", StringType(), False),
     StructField("lat", DoubleType(), True),
     StructField("lon", DoubleType(), True),
+    # When the record entered Kafka (its Kafka timestamp), set by the job; null in static runs. Alerts carry
+    # it from their triggering transaction, so latency is measured on the wall clock, not in event time.
+    StructField("ingested_at", TimestampType(), True),
 ])
 
 # The triggering transaction's context on every alert: optional in the contract (older writers omit it,
 # lat/lon are null for e-commerce), copied from the transaction by ``alerts``.
 TRIGGER_SCHEMA = StructType([
     StructField(f.name, f.dataType, True) for f in TRANSACTION_SCHEMA.fields
-    if f.name in ("customer_id", "merchant_id", "terminal_id", "amount", "currency", "channel", "lat", "lon")
+    if f.name in ("customer_id", "merchant_id", "terminal_id", "amount", "currency", "channel", "lat", "lon",
+                  "ingested_at")
 ])
 TRIGGER_COLUMNS = [f.name for f in TRIGGER_SCHEMA.fields]
 # The same as DDL, for the output schema of a pandas step that carries the trigger along.

@@ -96,12 +96,15 @@ def _spark(spark):
     return get_spark("detector-harness", with_kafka=False)
 
 
+TIME_FIELDS = ("event_time", "ingested_at")     # text in the contract, timestamps in TRANSACTION_SCHEMA
+
+
 def to_row(txn: dict) -> tuple:
     """A transaction dict as a tuple of ``TRANSACTION_SCHEMA`` (extra fields ignored)."""
     values = []
     for f in TRANSACTION_SCHEMA.fields:
         value = txn.get(f.name)
-        if f.name == "event_time":
+        if f.name in TIME_FIELDS:
             value = parse_event_time(value) if isinstance(value, str) else value
         elif f.name in ("amount", "lat", "lon") and value is not None:
             value = float(value)
@@ -119,6 +122,8 @@ def alert_to_dict(row) -> dict[str, Any]:
     if moment.tzinfo is None:          # Spark hands back naive datetimes in the session time zone (UTC)
         moment = moment.replace(tzinfo=timezone.utc)
     alert["event_time"] = format_event_time(moment)
+    if alert.get("ingested_at") is not None:
+        alert["ingested_at"] = format_event_time(alert["ingested_at"].replace(tzinfo=timezone.utc))
     alert["txn_ids"] = list(alert["txn_ids"])
     alert["evidence"] = dict(alert["evidence"] or {})
     return alert
@@ -137,7 +142,7 @@ def run_static(detector: Detector, txns: list[dict], spark=None, params=None) ->
 
 def _raw_schema():
     from pyspark.sql.types import StringType, StructField, StructType
-    return StructType([StructField(f.name, StringType() if f.name == "event_time" else f.dataType, True)
+    return StructType([StructField(f.name, StringType() if f.name in TIME_FIELDS else f.dataType, True)
                        for f in TRANSACTION_SCHEMA.fields])
 
 
@@ -145,7 +150,7 @@ def streaming_transactions(spark, source_dir: str):
     """The file source the harness feeds: one JSON file per micro-batch, parsed to TRANSACTION_SCHEMA."""
     from pyspark.sql import functions as F
     raw = spark.readStream.schema(_raw_schema()).option("maxFilesPerTrigger", 1).json(source_dir)
-    return raw.withColumn("event_time", F.to_timestamp(F.col("event_time"), EVENT_TIME_PATTERN))
+    return raw.withColumns({name: F.to_timestamp(F.col(name), EVENT_TIME_PATTERN) for name in TIME_FIELDS})
 
 
 def _progress_entry(raw: dict, input_batch: int, has_data: bool) -> BatchProgress:

@@ -168,7 +168,9 @@ def detect(transactions: DataFrame, params: MLScoreParams) -> DataFrame:
 
 DETECTOR = Detector(
     name="ml_score",
-    version="2.0.0",
+    # 3.0.0: the customer windows' state kept per bucket of customers (same alerts; checkpoints of 2.x
+    # cannot be resumed).
+    version="3.0.0",
     description="a trained model (models/) scores every transaction on the Handbook's 15 features and 9 on "
                 "the customer's own amounts",
     # Customer windows are per-customer state in arrival order; two minutes absorbs producer lag and

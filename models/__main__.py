@@ -1,6 +1,6 @@
 """``python -m models``: train, report and list the fraud models.
 
-    python -m models train [--profile handbook|default] [--seed S] [--days N] [--folds F] [--models a,b,...]
+    python -m models train [--quick] [--profile handbook|default] [--seed S] [--days N] [--folds F] [--models a,b,...]
     python -m models report [--version latest|NAME|VERSION] [--out DIR]
     python -m models list
 """
@@ -13,7 +13,7 @@ import sys
 import time
 
 from common.cli_errors import ArgumentParser, UserError, positive_int, run_command
-from models import estimators
+from models import estimators, training
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,18 +25,28 @@ def _parser() -> argparse.ArgumentParser:
                                        "Handbook's prequential train/delay/test protocol (validation folds, then "
                                        "test folds), register the model selected on validation and write the "
                                        "report.")
+    train.add_argument("--quick", action="store_true",
+                       help=f"a quick model (what `make demo` trains when none is registered): the same world "
+                            f"and protocol with {training.QUICK_FOLDS} fold and one candidate "
+                            f"({', '.join(training.QUICK_MODELS)}), ~30 s instead of ~4 min; --folds and "
+                            f"--models still override it")
     train.add_argument("--profile", choices=("handbook", "default"), default="handbook",
                        help="simulator profile: handbook = Le Borgne et al.'s generator (default), default = ours")
     train.add_argument("--seed", type=int, default=1, help="simulator and model seed (default 1)")
     train.add_argument("--days", type=positive_int, default=None,
                        help="simulated days (default: what --folds needs, 114 for 4 folds): 37 days of warm-up "
                             "for the windows, then the validation folds, then the test folds")
-    train.add_argument("--folds", type=positive_int, default=4,
-                       help="prequential validation and test folds of one week each (default 4, the Handbook's)")
+    train.add_argument("--folds", type=positive_int, default=None,
+                       help="prequential validation and test folds of one week each (default 4, the Handbook's; "
+                            "--quick: 1)")
     train.add_argument("--customers", type=positive_int, default=None,
                        help="customers in the simulated world (default: the profile's, 5,000 / 10,000)")
-    train.add_argument("--models", default=",".join(estimators.CANDIDATES),
-                       help=f"comma-separated candidates (default: all): "
+    train.add_argument("--terminals", type=positive_int, default=None,
+                       help="terminals in the simulated world, handbook profile only (default 10,000; keep about "
+                            "2 per customer in a smaller world)")
+    train.add_argument("--models", default=None,
+                       help=f"comma-separated candidates (default: all; --quick: "
+                            f"{','.join(training.QUICK_MODELS)}): "
                             f"{', '.join([*estimators.CANDIDATES, *estimators.EXTRA])}")
     train.add_argument("--registry", default=None, help="registry folder (default: settings.model_registry)")
     train.add_argument("--report-dir", default=None, help="report folder (default: artifacts/models)")
@@ -61,9 +71,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         from models.data import DataSpec
         from models.report import DEFAULT_OUT, render
+        from models.progress import terminal_progress
         from models.training import TrainConfig, train
 
-        names = tuple(n.strip() for n in args.models.split(",") if n.strip())
+        if args.terminals is not None and args.profile != "handbook":
+            raise UserError("--terminals is for the handbook profile only")
+        folds = args.folds or (training.QUICK_FOLDS if args.quick else 4)
+        default_models = training.QUICK_MODELS if args.quick else tuple(estimators.CANDIDATES)
+        names = (tuple(n.strip() for n in args.models.split(",") if n.strip()) if args.models is not None
+                 else default_models)
         if not names:
             raise UserError("--models is empty: name at least one model")
         for name in names:
@@ -72,14 +88,18 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as error:
                 raise UserError(f"--models: {error}") from None
         started = time.monotonic()
-        needed = TrainConfig(folds=args.folds).days_needed()
+        needed = TrainConfig(folds=folds).days_needed()
         if args.days is not None and args.days < needed:
-            raise UserError(f"--days {args.days} is too few for {args.folds} validation and test folds after "
+            raise UserError(f"--days {args.days} is too few for {folds} validation and test folds after "
                             f"the warm-up: use --days >= {needed} (or leave it out)")
         days = args.days or needed
-        config = TrainConfig(data=DataSpec(args.profile, args.seed, days, args.customers), models=names,
-                             folds=args.folds)
-        artifact, predictions, _ = train(config)
+        config = TrainConfig(data=DataSpec(args.profile, args.seed, days, args.customers, args.terminals),
+                             models=names, folds=folds)
+        with terminal_progress() as progress:
+            artifact, predictions, _ = train(config, progress=progress)
+        if args.quick:      # told apart in `models list`; `make train` registers a full one
+            artifact.name += "-quick"
+            artifact.meta["preset"] = "quick"
         version = registry.save(artifact, args.registry, predictions=predictions)
         print(f"registered {artifact.name} as {version} in {registry.registry_dir(args.registry)} "
               f"({time.monotonic() - started:.0f} s)")

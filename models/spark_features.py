@@ -5,9 +5,12 @@ the identifying columns plus ``FEATURES``:
 
 1. group by ``customer_id`` and run ``features.row_features`` + ``features.customer_window_stats`` in
    pandas: ``applyInPandas`` on a static DataFrame (the whole history at once, like training), or
-   ``applyInPandasWithState`` on a stream (state per customer: the last 30 days + one day of margin of
-   (event time, amount), as little-endian int64/float64 bytes, evicted by an event-time timeout 31 days
-   after the customer's last transaction; rows behind the watermark are dropped by the operator);
+   ``applyInPandasWithState`` on a stream, grouped by a bucket of customers (``pmod(hash(customer_id),
+   STATE_BUCKETS)``; Spark's Python state costs per group per batch, which per customer made a live
+   batch of 1,000 transactions take seconds): a bucket's state holds each of its customers' last 30
+   days + one day of margin of (event time, amount) pairs (``common.keyed_histories``); a customer is
+   forgotten 31 days of event time after its last transaction; rows behind the watermark are dropped
+   by the operator;
 2. left join the terminal table (a static DataFrame built from the pandas table the caller hands over,
    broadcast) on ``(terminal_id, day)``;
 3. ``mapInPandas``: ``features.terminal_features`` on the joined rows (whole-day counts plus day D-7's
@@ -30,6 +33,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from common import pyspark_compat
+from common.keyed_histories import STATE_SCHEMA, KeyedHistories
 from common.state_timeouts import timeout_after
 from models import features as fx
 
@@ -40,13 +44,14 @@ pyspark_compat.install()
 # Columns carried through the per-customer step (everything the alert needs, including its trigger
 # context, plus the features; ``amount`` is a feature).
 CARRIED = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "currency", "channel",
-           "lat", "lon", "event_time"]
+           "lat", "lon", "event_time", "ingested_at"]
 CUSTOMER_STEP_SCHEMA = ("txn_id string, card_id string, customer_id string, merchant_id string, "
                         "terminal_id string, currency string, channel string, lat double, lon double, "
-                        "event_time timestamp, day long, "
+                        "event_time timestamp, ingested_at timestamp, day long, "
                         + ", ".join(f"{name} double" for name in fx.ROW_FEATURES + fx.CUSTOMER_FEATURES))
-STATE_SCHEMA = "t_ms binary, amounts binary, last_ms long"
 HISTORY_MARGIN_MS = fx.DAY_MS    # kept beyond the longest window, for rows arriving late
+KEEP_MS = fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS
+STATE_BUCKETS = 64               # groups of the stateful step: a live batch touches each about once
 
 
 def _customer_step(pdf: pd.DataFrame, hist_t: np.ndarray, hist_a: np.ndarray) -> pd.DataFrame:
@@ -63,27 +68,56 @@ def _static_function(pdf: pd.DataFrame) -> pd.DataFrame:
     return _customer_step(pdf, np.zeros(0, dtype=np.int64), np.zeros(0))
 
 
+def bucket_step(histories: KeyedHistories, pdf: pd.DataFrame) -> pd.DataFrame:
+    """Row and customer features of a bucket's new rows, every customer at once, given the histories
+    of its customers (each a run of (event time, amount) pairs, interleaved as float64: times in ms are
+    exact); the histories are updated with the new rows. Same statistics as ``_customer_step`` customer
+    by customer: history first on equal times, then the new rows by (event time, txn_id)."""
+    customers, code = np.unique(pdf["customer_id"].to_numpy(dtype=object).astype(str), return_inverse=True)
+    values, lengths, last_ms, _ = histories.lookup(customers.tolist())
+    pairs = lengths // 2
+    hist_group = np.repeat(np.arange(len(customers)), pairs)
+    new_t = fx.to_ms(pdf["event_time"])
+    new_a = pdf["amount"].to_numpy(dtype=np.float64)
+    n_hist = len(hist_group)
+    group = np.concatenate([hist_group, code])
+    t = np.concatenate([values[0::2].astype(np.int64), new_t])
+    a = np.concatenate([values[1::2], new_a])
+    h = np.r_[np.zeros(n_hist, dtype=np.int8), np.ones(len(pdf), dtype=np.int8)]
+    k = np.concatenate([np.full(n_hist, "", dtype=object), pdf["txn_id"].to_numpy(dtype=object)]).astype(str)
+    order = np.lexsort((k, h, t, group))
+    stats = fx.customer_window_stats(group[order], t[order], a[order])
+    new_rows = order >= n_hist                       # positions (in sorted order) of this batch's rows
+    cust = stats[new_rows].reset_index(drop=True)
+    picked = order[new_rows] - n_hist                # their rows in ``pdf``
+    rows = pdf.iloc[picked].reset_index(drop=True)
+    out = pd.concat([rows[CARRIED], fx.row_features(new_t[picked], new_a[picked]), cust], axis=1)
+    # Each customer's history: its pairs within KEEP_MS of its newest event time, in time order.
+    newest = np.maximum(last_ms, np.zeros(len(customers), dtype=np.int64))
+    np.maximum.at(newest, group, t)
+    g, tt, aa = group[order], t[order], a[order]
+    keep = tt > newest[g] - KEEP_MS
+    g, tt, aa = g[keep], tt[keep], aa[keep]
+    counts = np.bincount(g, minlength=len(customers))
+    histories.put_many(customers.tolist(), np.column_stack([tt.astype(np.float64), aa]).ravel(), counts * 2,
+                       newest)
+    return out
+
+
 def _streaming_function(key: tuple, frames: Iterator[pd.DataFrame], state) -> Iterator[pd.DataFrame]:
     pyspark_compat.install()              # no-op once installed
-    if state.hasTimedOut:          # no transaction for 31 days of event time: the history is useless
+    histories = KeyedHistories.decode(state.get) if state.exists else KeyedHistories()
+    frames = [] if state.hasTimedOut else [f for f in frames if len(f)]
+    out = bucket_step(histories, pd.concat(frames, ignore_index=True)) if frames else None
+    # No transaction for 31 days of event time: the customer's history is useless (not one seen just now).
+    histories.forget_idle(state.getCurrentWatermarkMs() - KEEP_MS)
+    if len(histories) == 0:
         state.remove()
-        return
-    pdf = pd.concat(list(frames), ignore_index=True)
-    if state.exists:
-        t_bytes, a_bytes, last_ms = state.get
-        hist_t, hist_a = np.frombuffer(t_bytes, dtype="<i8"), np.frombuffer(a_bytes, dtype="<f8")
     else:
-        hist_t, hist_a, last_ms = np.zeros(0, dtype=np.int64), np.zeros(0), 0
-    out = _customer_step(pdf, hist_t, hist_a)
-    all_t = np.concatenate([hist_t, fx.to_ms(pdf["event_time"])])
-    all_a = np.concatenate([hist_a, pdf["amount"].to_numpy(dtype=np.float64)])
-    last_ms = max(int(last_ms), int(all_t.max()))
-    keep = all_t > last_ms - fx.CUSTOMER_HISTORY_MS - HISTORY_MARGIN_MS
-    order = np.argsort(all_t[keep], kind="stable")
-    state.update((all_t[keep][order].astype("<i8").tobytes(), all_a[keep][order].astype("<f8").tobytes(),
-                  last_ms))
-    state.setTimeoutTimestamp(timeout_after(state, last_ms + fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS))
-    yield out
+        state.update(histories.encode())
+        state.setTimeoutTimestamp(timeout_after(state, histories.oldest_last_ms() + KEEP_MS))
+    if out is not None:
+        yield out
 
 
 def customer_step(transactions: DataFrame) -> DataFrame:
@@ -91,11 +125,12 @@ def customer_step(transactions: DataFrame) -> DataFrame:
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     columns = transactions.select(*CARRIED, "amount")
-    grouped = columns.groupBy("customer_id")
     if transactions.isStreaming:
-        return grouped.applyInPandasWithState(_streaming_function, CUSTOMER_STEP_SCHEMA, STATE_SCHEMA,
-                                              "append", GroupStateTimeout.EventTimeTimeout)
-    return grouped.applyInPandas(_static_function, CUSTOMER_STEP_SCHEMA)
+        bucket = F.pmod(F.hash("customer_id"), F.lit(STATE_BUCKETS)).alias("bucket")
+        return (columns.select("*", bucket).groupBy("bucket")
+                .applyInPandasWithState(_streaming_function, CUSTOMER_STEP_SCHEMA, STATE_SCHEMA, "append",
+                                        GroupStateTimeout.EventTimeTimeout))
+    return columns.groupBy("customer_id").applyInPandas(_static_function, CUSTOMER_STEP_SCHEMA)
 
 
 TERMINAL_TABLE_SCHEMA = ("terminal_id string, day long, "

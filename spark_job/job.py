@@ -3,14 +3,63 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import signal
 import time
 from typing import Sequence
 
-from spark_job.options import DLQ_QUERY, from_arguments
+from spark_job.options import from_arguments
 
 log = logging.getLogger("spark_job")
+
+
+class JobQueries:
+    """The job's queries (``plan_queries``), started and restarted by name. A query of several
+    detectors that failed because of one of them is restarted without it, and that detector runs alone
+    (``spark_job.quarantine``)."""
+
+    def __init__(self, spark, detectors: Sequence, settings, options):
+        from spark_job.options import plan_queries
+
+        self.spark, self.detectors, self.settings, self.options = spark, list(detectors), settings, options
+        self.plans = {plan.name: plan for plan in plan_queries([d.name for d in self.detectors], options)}
+        self.running: dict[str, object] = {}
+        self.quarantined: dict[str, object] = {}       # query name -> the options it was started with
+
+    def start_all(self) -> list:
+        return [self._start(name) for name in self.plans]
+
+    def restart(self, name: str, error: str = "") -> list:
+        from spark_job import quarantine
+
+        plan = self.plans.get(name)
+        if plan is None:                               # a quarantined detector's own query
+            return [self._start(name)]
+        members = [d for d in self.detectors if d.name in plan.detectors and d.name not in plan.muted]
+        guilty = quarantine.culprit(error, members) if len(members) > 1 else None
+        if guilty is None:
+            return [self._start(name)]
+        alone = quarantine.quarantine_query(guilty)
+        start_at = quarantine.offsets_read(self.running[name]) or self.options.starting_offsets
+        log.error("query %s failed in %s: restarting it without %s, which goes on alone in %s",
+                  name, quarantine.module_file(guilty), guilty.name, alone)
+        self.plans[name] = dataclasses.replace(plan, muted=(*plan.muted, guilty.name))
+        self.quarantined[alone] = (guilty, dataclasses.replace(self.options, starting_offsets=start_at))
+        return [self._start(name), self._start(alone)]
+
+    def _start(self, name: str):
+        from spark_job.options import QueryPlan
+        from spark_job.queries import start_planned_query
+
+        if name in self.quarantined:
+            detector, options = self.quarantined[name]
+            query = start_planned_query(self.spark, QueryPlan(name, (detector.name,)), [detector], self.settings,
+                                        options)
+        else:
+            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options)
+        self.running[name] = query
+        return query
 
 
 def run(names: Sequence[str], args: argparse.Namespace) -> int:
@@ -19,34 +68,24 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from common.settings import get_settings
     from detectors import registry
     from spark_job.progress import ProgressListener, RedisProgress
-    from spark_job.queries import (query_name, start_detector_query, start_detectors, start_dlq_query,
-                                   start_shared_query)
     from spark_job.supervision import supervise
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     detectors = [registry.get(name) for name in names] if names else registry.all()
-    options = from_arguments(args)
+    options = from_arguments(args, settings.detector_groups)
     spark = get_spark("fraud-detectors", settings)
     listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings))
     spark.streams.addListener(listener.listener)
 
-    by_query = {query_name(d): d for d in detectors}
-
-    def restart(name: str):
-        if options.shared:
-            return start_shared_query(spark, detectors, settings, options)
-        if name == DLQ_QUERY:
-            return start_dlq_query(spark, settings, options)
-        return start_detector_query(spark, by_query[name], settings, options)
-
-    queries = start_detectors(spark, detectors, settings, options)
+    job = JobQueries(spark, detectors, settings, options)
+    queries = job.start_all()
     log.info("running %s", ", ".join(q.name for q in queries))
     stop_at = time.monotonic() + args.duration if args.duration else None
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
     try:
-        failed = supervise(spark, queries, restart,
+        failed = supervise(spark, queries, job.restart,
                            until=lambda: stopping["now"] or (stop_at is not None and time.monotonic() > stop_at))
     except KeyboardInterrupt:
         failed = 0

@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
-from common.cli_errors import non_negative_float, positive_int
+from common.cli_errors import UserError, non_negative_float, positive_int
 
 DLQ_QUERY = "dlq"
+SHARED_QUERY = "detectors-shared"
 SINKS = ("exactly-once", "spark-kafka")
+Groups = tuple[tuple[str, tuple[str, ...]], ...]     # ((group name, (detector, ...)), ...)
 
 
 @dataclass
@@ -23,6 +26,7 @@ class RunOptions:
     trigger_seconds: float = 0.0                # 0: start the next micro-batch as soon as one ends
     checkpoint_root: str | Path | None = None     # a local folder or a URI; None: the settings'
     shared: bool = False                        # all detectors in one query (one read of the topic)
+    groups: Groups | None = None                # detectors that share a query; None: one query each
     with_dlq: bool = True                       # run the dead-letter branch
     fail_on_data_loss: bool = True
     extra_source_options: dict[str, str] = field(default_factory=dict)
@@ -33,7 +37,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's options on a command line (``python -m detectors run`` and ``python -m spark_job``)."""
     parser.add_argument("--sink", choices=SINKS, default="exactly-once",
                         help="exactly-once (Kafka transactions, default) or spark-kafka (Spark's at-least-once sink)")
-    parser.add_argument("--shared", action="store_true", help="all detectors in one query (one read of the topic)")
+    layout = parser.add_mutually_exclusive_group()
+    layout.add_argument("--groups", metavar="SPEC", default=None,
+                        help="detectors that share a query, e.g. 'rules=double_swipe,velocity;ml=ml_score' "
+                             "(default: the setting FRAUD_DETECTOR_GROUPS); a detector in no group runs alone")
+    layout.add_argument("--shared", action="store_true", help="all detectors in one query (one read of the topic)")
+    layout.add_argument("--query-per-detector", action="store_true",
+                        help="every detector in a query of its own, the dead letters in another")
     parser.add_argument("--no-dlq", action="store_true", help="do not run the dead-letter branch")
     parser.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON offsets")
     parser.add_argument("--max-offsets-per-trigger", type=positive_int, default=200_000,
@@ -45,7 +55,56 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop after this many seconds (0: run until Ctrl-C)")
 
 
-def from_arguments(args: argparse.Namespace) -> RunOptions:
+def from_arguments(args: argparse.Namespace, default_groups: str) -> RunOptions:
+    groups = None if args.shared or args.query_per_detector else parse_groups(args.groups or default_groups)
     return RunOptions(sink=args.sink, starting_offsets=args.starting_offsets,
                       max_offsets_per_trigger=args.max_offsets_per_trigger, trigger_seconds=args.trigger_seconds,
-                      checkpoint_root=args.checkpoint_root, shared=args.shared, with_dlq=not args.no_dlq)
+                      checkpoint_root=args.checkpoint_root, shared=args.shared, groups=groups,
+                      with_dlq=not args.no_dlq)
+
+
+def parse_groups(spec: str) -> Groups:
+    """``'rules=a,b;ml=c'`` -> ``(('rules', ('a', 'b')), ('ml', ('c',)))``; a one-line error otherwise."""
+    groups, seen = [], set()
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        name, sep, members = part.partition("=")
+        detectors = tuple(filter(None, (m.strip() for m in members.split(","))))
+        if not sep or not name.strip().isidentifier() or not detectors:
+            raise UserError(f"detector groups {spec!r}: expected NAME=DETECTOR,DETECTOR;NAME=... ")
+        if seen & set(detectors):
+            raise UserError(f"detector groups {spec!r}: {', '.join(sorted(seen & set(detectors)))} in two groups")
+        seen |= set(detectors)
+        groups.append((name.strip(), detectors))
+    return tuple(groups)
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """One streaming query of the job: its name (= checkpoint folder and exactly-once writer id), the
+    detectors whose branches it runs, and whether it also writes the dead letters."""
+
+    name: str
+    detectors: tuple[str, ...]
+    with_dlq: bool = False
+    muted: tuple[str, ...] = ()       # detectors whose branch reads no rows (spark_job.quarantine)
+
+
+def plan_queries(names: Sequence[str], options: RunOptions) -> list[QueryPlan]:
+    """The queries that run ``names``: one shared query, the groups' queries (the dead letters in the
+    first, which validates every record anyway) and one query per detector in no group, or one per
+    detector and a dead-letter query. Names are stable: a restarted job finds its checkpoints."""
+    if options.shared:
+        return [QueryPlan(SHARED_QUERY, tuple(names), options.with_dlq)]
+    plans, placed = [], set()
+    for group, members in options.groups or ():
+        chosen = tuple(n for n in names if n in members)
+        if len(chosen) < min(2, len(members)) or not chosen:
+            continue                          # one detector of a group runs as it would alone
+        # Part of a group is a query of its own (another application may run the rest of the group).
+        name = f"detectors-{group}" if len(chosen) == len(members) else "-".join((f"detectors-{group}", *chosen))
+        plans.append(QueryPlan(name, chosen, options.with_dlq and not plans))
+        placed |= set(chosen)
+    plans += [QueryPlan(f"detector-{n}", (n,)) for n in names if n not in placed]
+    if options.with_dlq and not any(p.with_dlq for p in plans):
+        plans.append(QueryPlan(DLQ_QUERY, (), True))
+    return plans

@@ -197,6 +197,7 @@ def with_validation(raw: DataFrame) -> DataFrame:
         "event_time": event_time,
         "lat": F.col("_lat"),
         "lon": F.col("_lon"),
+        "ingested_at": F.col("timestamp"),
     }
     return df.select("*", reason.alias("_reason"),
                      *[typed[name].alias(name) for name in TRANSACTION_SCHEMA.fieldNames()])

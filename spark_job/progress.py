@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from pathlib import Path
 from typing import Callable
 
@@ -29,7 +30,28 @@ def summarize_progress(progress: dict) -> dict:
         "rows_dropped_by_watermark": sum(op.get("numRowsDroppedByWatermark", 0) for op in state),
         "invalid_records": validation.get("invalid", 0),
         "end_offset_total": _end_offset_total(progress),
+        "offsets_behind_latest": _offsets_behind_latest(progress),
+        # Where the batch's time went: Spark's phases, and each stateful operator's updates, removals
+        # (evictions by the watermark) and state commit.
+        "duration_ms": progress.get("durationMs") or {},
+        "state_operators_ms": [{key: op.get(key) for key in ("operatorName", "allUpdatesTimeMs",
+                                                             "allRemovalsTimeMs", "commitTimeMs")}
+                               for op in state],
     }
+
+
+def _offsets_behind_latest(progress: dict) -> int | None:
+    """Records in the topic the query had not read when it planned this batch (its consumer lag): the
+    Kafka source's ``avgOffsetsBehindLatest`` times the partitions it reads."""
+    total = None
+    for source in progress.get("sources") or []:
+        average = (source.get("metrics") or {}).get("avgOffsetsBehindLatest")
+        end = source.get("endOffset")
+        offsets = json.loads(end) if isinstance(end, str) else (end or {})
+        partitions = sum(len(p) for p in offsets.values()) if isinstance(offsets, dict) else 0
+        if average is not None:
+            total = (total or 0) + round(float(average) * partitions)
+    return total
 
 
 def _end_offset_total(progress: dict) -> int:
@@ -41,6 +63,27 @@ def _end_offset_total(progress: dict) -> int:
         for partitions in offsets.values() if isinstance(offsets, dict) else []:
             total += sum(int(v) for v in partitions.values())
     return total
+
+
+RECENT_BATCHES = 200      # batches with input whose phases each query's file summarises
+
+
+def where_the_time_goes(batches) -> dict:
+    """p50 and p99 of each phase of Spark's ``durationMs`` and of each stateful operator's updates,
+    removals and commit, over ``batches`` (summaries of batches that read input)."""
+    def quantiles(values: list[float]) -> dict:
+        ordered = sorted(values)
+        return {"p50": ordered[len(ordered) // 2], "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]}
+
+    phases: dict[str, list[float]] = {}
+    for batch in batches:
+        for phase, ms in (batch.get("duration_ms") or {}).items():
+            phases.setdefault(phase, []).append(ms)
+        for i, op in enumerate(batch.get("state_operators_ms") or []):
+            for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
+                if op.get(key) is not None:
+                    phases.setdefault(f"state{i}:{op.get('operatorName')}:{key}", []).append(op[key])
+    return {"batches": len(batches), "ms": {phase: quantiles(values) for phase, values in phases.items()}}
 
 
 class ProgressListener:
@@ -58,6 +101,7 @@ class ProgressListener:
             on_started=lambda name, query_id: log.info("query %s started (id %s)", name, query_id),
             on_terminated=self._terminated)
         self.totals: dict[str, dict] = {}
+        self.recent: dict[str, deque] = {}
 
     @staticmethod
     def _terminated(query_id: str, error: str | None) -> None:
@@ -72,6 +116,10 @@ class ProgressListener:
         for key in totals:
             totals[key] += summary[key] or 0
         summary["totals"] = dict(totals)
+        recent = self.recent.setdefault(name, deque(maxlen=RECENT_BATCHES))
+        if summary["input_rows"]:
+            recent.append(summary)
+        summary["recent_batches"] = where_the_time_goes(recent)
         if summary["input_rows"]:
             log.info("%(name)s batch %(batch_id)s: %(input_rows)s rows, %(processed_rows_per_second)s rows/s, "
                      "%(batch_duration_ms)s ms, watermark %(watermark)s, state %(state_rows)s rows, "
@@ -99,7 +147,7 @@ class RedisProgress:
 
     def __call__(self, name: str, summary: dict) -> None:
         value = {**summary["totals"], "watermark": summary["watermark"], "batch_id": summary["batch_id"],
-                 "state_rows": summary["state_rows"]}
+                 "state_rows": summary["state_rows"], "offsets_behind_latest": summary["offsets_behind_latest"]}
         try:
             self.client.hset(self.key, name, json.dumps(value))
             self.failing = False

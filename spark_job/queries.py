@@ -6,10 +6,11 @@
                                      └──► valid ──► withWatermark ──► detector ──► alerts
                                                                    (one query per detector)
 
-Each detector runs as its own named streaming query with its own checkpoint directory and its own
-transactional writer, so one can be added, restarted or fail without touching the others. With
-``--shared`` all detectors (and the dead-letter branch) share one read of the topic in a single query
-and a single transaction per micro-batch: fewer reads, but they stand and fall together.
+Which detectors share a query is ``spark_job.options.plan_queries``: by default the groups of the
+setting ``FRAUD_DETECTOR_GROUPS`` (the rule detectors and the dead letters in one query, ``ml_score`` in
+another), each query with one read and validation of the topic, its own checkpoint and its own
+transactional writer; ``--query-per-detector`` gives every detector a query of its own, ``--shared``
+puts all in one. Detectors of one query share its micro-batches and its fate.
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from pyspark.sql import functions as F
 from common.kafka_clients import spark_kafka_options
 from common.settings import Settings, checkpoint_location
 from detectors.base import TRANSACTION_SCHEMA, Detector
+from detectors.ops import keep
 from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from spark_job.codegen import CodegenByBatchSize
 from spark_job.dead_letters import dlq_values
-from spark_job.options import DLQ_QUERY, SINKS, RunOptions
+from spark_job.options import DLQ_QUERY, SINKS, QueryPlan, RunOptions, plan_queries
 from spark_job.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
 
-__all__ = ["DLQ_QUERY", "RunOptions", "query_name", "start_detectors"]
+TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"      # the contracts' time format, in Spark's pattern letters
+
+__all__ = ["DLQ_QUERY", "RunOptions", "plan_queries", "query_name", "start_detectors"]
 
 
 def read_transactions(spark: SparkSession, settings: Settings, options: RunOptions) -> DataFrame:
@@ -60,10 +64,10 @@ def alert_rows(alerts: DataFrame, settings: Settings, sink: str) -> DataFrame:
     """Alerts as output rows (kind, topic, key, value) in the alert contract's JSON.
 
     Every column of ``ALERT_SCHEMA`` goes out (a null trigger field such as ``lat`` is omitted)."""
-    fields = [F.date_format("event_time", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("event_time")
-              if name == "event_time" else name for name in alerts.columns]
+    fields = [F.date_format(name, TIME_FORMAT).alias(name) if name in ("event_time", "ingested_at") else name
+              for name in alerts.columns]
     if sink == "spark-kafka":  # the exactly-once writer adds detected_at when it writes
-        fields.append(F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("detected_at"))
+        fields.append(F.date_format(F.current_timestamp(), TIME_FORMAT).alias("detected_at"))
     return alerts.select(F.lit(ALERT_KIND).alias("kind"), F.lit(settings.topic_alerts).alias("topic"),
                          F.col("card_id").alias("key"), F.to_json(F.struct(*fields)).alias("value"))
 
@@ -109,8 +113,12 @@ def detector_input(once: DataFrame, detector: Detector, settings: Settings) -> D
     return transactions.coalesce(1) if settings.spark_shuffle_partitions == 1 else transactions
 
 
-def detector_alerts(once: DataFrame, detector: Detector, settings: Settings) -> DataFrame:
-    return detector.run(detector_input(once, detector, settings))
+def detector_alerts(once: DataFrame, detector: Detector, settings: Settings, muted: bool = False) -> DataFrame:
+    """The detector's alerts; a ``muted`` one reads no rows but keeps its operators, its state (evicted as
+    the watermark moves) and its place in the plan, so the query's checkpoint still fits. The filter
+    sits above the watermark (``keep``) and cannot be folded away by the optimizer."""
+    transactions = detector_input(once, detector, settings)
+    return detector.run(keep(transactions, F.length("txn_id") < 0) if muted else transactions)
 
 
 def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions):
@@ -132,42 +140,33 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
 
 
 def query_name(detector: Detector) -> str:
+    """The query of a detector that runs alone (``plan_queries``)."""
     return f"detector-{detector.name}"
 
 
-def start_detector_query(spark: SparkSession, detector: Detector, settings: Settings, options: RunOptions):
-    checked = validated(read_transactions(spark, settings, options), detector.name)
-    rows = alert_rows(detector_alerts(read_once(checked, settings), detector, settings), settings, options.sink)
-    return start_query(rows, query_name(detector), settings, options)
-
-
-def start_dlq_query(spark: SparkSession, settings: Settings, options: RunOptions):
-    checked = validated(read_transactions(spark, settings, options), DLQ_QUERY)
-    return start_query(dlq_rows(checked, settings), DLQ_QUERY, settings, options)
-
-
-def start_shared_query(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
-                       options: RunOptions):
-    """All detectors and the dead-letter branch over one read of the topic, one transaction per batch.
-
-    The branches follow the registry's order, longest-running first (see ``detectors.registry``)."""
-    once = read_once(validated(read_transactions(spark, settings, options), "shared"), settings)
-    parts = [alert_rows(detector_alerts(once, d, settings), settings, options.sink)
-             for d in in_registry_order(detectors)]
-    if options.with_dlq:
+def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,
+                        options: RunOptions):
+    """Start the query of ``plan``: one read and validation of the topic, one branch per detector (in
+    the registry's order, longest-running first: see ``detectors.registry``) and the dead letters if
+    the plan has them, all written in one transaction per micro-batch."""
+    by_name = {d.name: d for d in detectors}
+    checked = validated(read_transactions(spark, settings, options), plan.name)
+    if not plan.detectors:                       # the dead letters alone: no shuffle needed
+        return start_query(dlq_rows(checked, settings), plan.name, settings, options)
+    once = read_once(checked, settings)
+    parts = [alert_rows(detector_alerts(once, d, settings, muted=d.name in plan.muted), settings, options.sink)
+             for d in in_registry_order([by_name[n] for n in plan.detectors])]
+    if plan.with_dlq:
         parts.append(dlq_rows(once, settings))
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
-    return start_query(rows, "detectors-shared", settings, options)
+    return start_query(rows, plan.name, settings, options)
 
 
 def start_detectors(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,
                     options: RunOptions) -> list:
-    """Start the queries: one per detector (+ the dead-letter query), or one shared query."""
-    if options.shared:
-        return [start_shared_query(spark, detectors, settings, options)]
-    queries = [start_detector_query(spark, d, settings, options) for d in detectors]
-    if options.with_dlq:
-        queries.append(start_dlq_query(spark, settings, options))
-    return queries
+    """Start every query of ``plan_queries`` (one per detector and the dead letters, the groups, or one
+    shared query)."""
+    return [start_planned_query(spark, plan, detectors, settings, options)
+            for plan in plan_queries([d.name for d in detectors], options)]

@@ -35,26 +35,29 @@ class RestartPolicy:
         return now + min(self.max_backoff_s, self.first_backoff_s * 2 ** (len(recent) - 1))
 
 
-def supervise(spark: SparkSession, queries: list, restart: Callable[[str], object] | None,
+def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], list] | None,
               until: Callable[[], bool] = lambda: False, policy: RestartPolicy | None = None,
               poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> int:
     """Watch the queries until ``until()`` or all stopped. A query that fails is logged and, with
-    ``restart``, started again from its checkpoint when ``policy`` allows; the others keep running
-    either way. Returns the number of queries that ended with an error."""
+    ``restart(name, error)`` (which returns the queries it started: the query again, and possibly a
+    query for a detector it set apart), started again from its checkpoint when ``policy`` allows; the
+    others keep running either way. Returns the number of queries that ended with an error."""
     policy = policy or RestartPolicy()
     failed = 0
     active = {q.name: q for q in queries}
-    pending: dict[str, float] = {}                  # name -> when to restart it
+    pending: dict[str, tuple[float, str]] = {}      # name -> (when to restart it, the error that stopped it)
 
     def failure(name: str, error: str) -> None:
         nonlocal failed
         due = policy.next_attempt(name, clock()) if restart is not None else None
+        first_line = error.splitlines()[0] if error else error
         if due is None:
-            log.error("query %s failed: %s; not restarted", name, error)
+            log.error("query %s failed: %s; not restarted", name, first_line)
             failed += 1
         else:
-            log.error("query %s failed: %s; restarting it from its checkpoint in %.0f s", name, error, due - clock())
-            pending[name] = due
+            log.error("query %s failed: %s; restarting it from its checkpoint in %.0f s", name, first_line,
+                      due - clock())
+            pending[name] = (due, error)
 
     while (active or pending) and not until():
         for name, query in list(active.items()):
@@ -63,14 +66,14 @@ def supervise(spark: SparkSession, queries: list, restart: Callable[[str], objec
             del active[name]
             error = query.exception()
             if error is not None:
-                failure(name, str(error).splitlines()[0])
-        for name, due in list(pending.items()):
+                failure(name, str(error))
+        for name, (due, error) in list(pending.items()):
             if clock() >= due:
                 del pending[name]
                 try:
-                    active[name] = restart(name)
-                except Exception as error:  # e.g. the broker is still away: try again later
-                    failure(name, f"restart failed: {error}")
+                    active.update((q.name, q) for q in restart(name, error))
+                except Exception as restart_error:  # e.g. the broker is still away: try again later
+                    failure(name, f"restart failed: {restart_error}")
         if active:
             try:
                 spark.streams.awaitAnyTermination(timeout=poll_seconds)
@@ -80,4 +83,3 @@ def supervise(spark: SparkSession, queries: list, restart: Callable[[str], objec
         else:
             time.sleep(poll_seconds)                # only restarts are due: nothing to wait on
     return failed
-

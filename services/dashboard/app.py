@@ -1,12 +1,14 @@
 """The live dashboard: one HTML page and ``/api/summary``, served by aiohttp.
 
 Where the data comes from: Redis only, as written by the case manager (``services/cases.py``; keys in
-``common/redis_keys.py``) and, for the late-events table, by the detector job's progress listener. The case manager sees every enriched alert once in effect (its writes are
+``common/redis_keys.py``) and, for the transactions read and the late-events table, by the detector
+job's progress listener. The case manager sees every enriched alert once in effect (its writes are
 idempotent on alert_id), so the counts shown are exact even when alerts are redelivered; the
 dashboard itself holds no state, never touches Kafka, and any number of them can run.
 
-The page polls ``/api/summary`` every second and redraws itself without a reload. No external
-resources: the page, its CSS and its JS are inline.
+The page polls ``/api/summary?page=P&per_page=20`` every second and redraws itself without a reload
+(without parameters: the first 50 open cases). No external resources: the page, its CSS and its JS are
+inline.
 """
 
 from __future__ import annotations
@@ -16,38 +18,48 @@ import logging
 from aiohttp import web
 
 from services.dashboard.page import PAGE
-from services.dashboard.summary import MAX_CASES, summarize
+from services.dashboard.summary import MAX_CASES, case_page, summarize
 from common.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
 
 log = logging.getLogger(__name__)
 
 
-async def load_summary(redis, keys: RedisKeys) -> dict:
+async def load_summary(redis, keys: RedisKeys, page: int = 1, per_page: int = MAX_CASES) -> dict:
+    """One page of the open cases (``page``, ``per_page``: see ``summary.case_page``) and the rest."""
     pipe = redis.pipeline(transaction=False)
-    pipe.zrevrange(keys.open_cases, 0, MAX_CASES - 1)
     pipe.zcard(keys.open_cases)
     pipe.zrevrange(keys.latest_alerts, 0, KEEP_LATEST_ALERTS - 1)
     pipe.zrevrange(keys.minutes, 0, 499)
     pipe.hgetall(keys.queries)
-    case_ids, open_count, alert_ids, minute_members, queries = await pipe.execute()
+    open_count, alert_ids, minute_members, queries = await pipe.execute()
+    shown = case_page(int(open_count), page, per_page)
     pipe = redis.pipeline(transaction=False)
-    if case_ids:
-        pipe.mget([keys.case(c) for c in case_ids])
-    else:
-        pipe.echo("")  # placeholder: keeps the reply positions fixed
+    pipe.zrevrange(keys.open_cases, shown.offset, shown.offset + shown.size - 1)
     if alert_ids:
         pipe.hmget(keys.alert_data, alert_ids)
     else:
-        pipe.echo("")
+        pipe.echo("")  # placeholder: keeps the reply positions fixed
     pairs = [tuple(member.split(":", 1)) for member in minute_members]
     for minute, detector in pairs:
         pipe.scard(keys.minute_set(minute, detector))
     replies = await pipe.execute()
-    cases = [json.loads(c) for c in (replies[0] if case_ids else []) if c]
+    case_ids = replies[0]
     alerts = [json.loads(a) for a in (replies[1] if alert_ids else []) if a]
     counts = {pair: int(n) for pair, n in zip(pairs, replies[2:])}
+    cases = [json.loads(c) for c in (await redis.mget([keys.case(c) for c in case_ids]) if case_ids else []) if c]
     return summarize(cases, int(open_count), alerts, counts,
-                     {name: json.loads(value) for name, value in queries.items()})
+                     {name: json.loads(value) for name, value in queries.items()}, shown)
+
+
+def _int_parameter(request: web.Request, name: str, default: int) -> int:
+    value = request.query.get(name)
+    if value is None:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise web.HTTPBadRequest(text=json.dumps({"error": f"{name} must be an integer, got {value[:20]!r}"}),
+                                 content_type="application/json") from None
 
 
 def make_web_app(redis, keys: RedisKeys) -> web.Application:
@@ -57,9 +69,11 @@ def make_web_app(redis, keys: RedisKeys) -> web.Application:
         return web.Response(text=html, content_type="text/html", charset="utf-8",
                             headers={"Cache-Control": "no-store"})
 
-    async def summary(_request: web.Request) -> web.Response:
+    async def summary(request: web.Request) -> web.Response:
+        page = _int_parameter(request, "page", 1)
+        per_page = _int_parameter(request, "per_page", MAX_CASES)
         try:
-            data = await load_summary(redis, keys)
+            data = await load_summary(redis, keys, page, per_page)
         except Exception as exc:  # Redis down: say so, the page keeps polling
             log.warning("summary unavailable: %s", exc)
             return web.json_response({"error": f"data store unavailable: {exc}"}, status=503)

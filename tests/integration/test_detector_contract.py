@@ -30,6 +30,8 @@ def _shifted(txns: list[dict], suffix: str, by: timedelta) -> list[dict]:
     for t in txns:
         t = dict(t, txn_id=f"{t['txn_id']}-{suffix}", card_id=f"{t['card_id']}-{suffix}")
         t["event_time"] = harness.format_event_time(parse_event_time(t["event_time"]) + by)
+        # when it "entered Kafka": any moment of its own, to see it carried onto the alert
+        t["ingested_at"] = harness.format_event_time(parse_event_time(t["event_time"]) + timedelta(seconds=1))
         out.append(t)
     return out
 

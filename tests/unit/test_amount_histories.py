@@ -15,7 +15,7 @@ from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
 from detectors import amount_anomaly, samples
 from detectors.amount_anomaly import AmountAnomalyParams, score_amounts
-from detectors.amount_histories import CardHistories
+from common.keyed_histories import KeyedHistories as CardHistories
 
 T0 = datetime(2026, 1, 5, 9, tzinfo=timezone.utc)
 PARAMS = AmountAnomalyParams()
@@ -30,7 +30,7 @@ def frame(txns: list[dict]) -> pd.DataFrame:
     """Transactions as Spark hands them to the bucket function (naive UTC timestamps)."""
     out = pd.DataFrame(txns)
     out["event_time"] = pd.to_datetime(out["event_time"]).dt.tz_convert("UTC").dt.tz_localize(None)
-    return out[amount_anomaly._CARRIED]
+    return out.reindex(columns=amount_anomaly._CARRIED)   # ingested_at: null, as in static runs
 
 
 def state_after(previous: GroupState | None, watermark_ms: int, timed_out: bool = False) -> GroupState:

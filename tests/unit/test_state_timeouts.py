@@ -45,14 +45,14 @@ def test_a_timeout_is_never_set_behind_the_watermark():
 def test_amount_anomaly_keeps_running_on_a_row_far_behind_the_watermark():
     state = fresh_state()
     per_bucket = amount_anomaly._streaming_function(amount_anomaly.AmountAnomalyParams())
-    frame = very_late_row()[amount_anomaly._CARRIED]
+    frame = very_late_row().reindex(columns=amount_anomaly._CARRIED)
     assert list(per_bucket((7,), iter([frame]), state)) == []     # no history: no alert
     assert state.getCurrentWatermarkMs() < state._timeout_timestamp
 
 
 def test_ml_score_customer_features_keep_running_on_a_row_far_behind_the_watermark():
     state = fresh_state()
-    frame = very_late_row()[spark_features.CARRIED + ["amount"]]
+    frame = very_late_row().reindex(columns=spark_features.CARRIED + ["amount"])
     out = list(spark_features._streaming_function(("cust",), iter([frame]), state))
     assert len(out) == 1 and len(out[0]) == 1
     assert state.getCurrentWatermarkMs() < state._timeout_timestamp

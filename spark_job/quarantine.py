@@ -1,0 +1,47 @@
+"""One failing detector must not stop the others that share its query.
+
+When a query of several detectors fails, ``culprit`` looks for the detector whose code raised: the
+error of a failed micro-batch carries the Python traceback of the function that raised, and each
+detector's code lives in its own module. ``JobQueries.restart`` then restarts the query with that
+detector's branch muted (it keeps its operators and state, so the checkpoint still fits, but reads no
+rows) and starts the detector alone in a query of its own from where the shared query had got to:
+if its failure is for good, that query alone keeps failing and is given up; the others run on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+from detectors.base import Detector
+
+
+def module_file(detector: Detector) -> str:
+    """The detector's module as a path (``detectors/velocity.py``), as it appears in a traceback."""
+    return str(Path(*detector.detect.__module__.split("."))) + ".py"
+
+
+def culprit(error: str, detectors: Sequence[Detector]) -> Detector | None:
+    """The detector whose module appears deepest in ``error``'s traceback; None when none appears (or
+    when two detectors share a module: it cannot be told which)."""
+    found = {d.name: (error.rfind(module_file(d)), d) for d in detectors}
+    appearing = [(at, d) for at, d in found.values() if at >= 0]
+    if not appearing or len({module_file(d) for _, d in appearing}) < len(appearing):
+        return None
+    return max(appearing, key=lambda pair: pair[0])[1]
+
+
+def quarantine_query(detector: Detector) -> str:
+    return f"quarantined-{detector.name}"
+
+
+def offsets_read(query) -> str | None:
+    """The Kafka offsets a (failed) query had read up to in its last completed micro-batch, as the
+    ``startingOffsets`` JSON of a query that is to go on from there; None before its first batch."""
+    progress = query.lastProgress
+    for source in (progress or {}).get("sources") or []:
+        end = source.get("endOffset")
+        if end:
+            return end if isinstance(end, str) else json.dumps(end)
+    return None

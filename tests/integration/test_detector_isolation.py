@@ -1,0 +1,70 @@
+"""Detectors that share a query are isolated: one whose code fails on some record is set apart, the
+others of its query run on, exactly once (``spark_job.quarantine``). Real broker and Spark."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from common.contracts import alert_id
+from common.kafka_io import make_producer, read_topic
+from common.waiting import wait_until
+from spark_job.job import JobQueries
+from spark_job.options import RunOptions
+from spark_job.supervision import RestartPolicy, supervise
+from tests.builders import encode, txn
+from tests.detectors_for_tests import BIG_AMOUNT
+from tests.failing_detector import FAILS_ON_POISON, POISON_AMOUNT
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(stack, topics, spark, tmp_path):
+    s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
+                      topic_alert_markers=topics("markers", cleanup__policy="compact"))
+    options = RunOptions(checkpoint_root=tmp_path, with_dlq=False,
+                         groups=(("pair", ("big_amount", "fails_on_poison")),))
+    job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
+    queries = job.start_all()
+    assert [q.name for q in queries] == ["detectors-pair"]
+    producer = make_producer(s)
+    values = [txn(1, amount=950.0), txn(2, amount=POISON_AMOUNT), txn(3, amount=975.0)]
+    for value in values:
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.flush()
+
+    stop = threading.Event()
+    policy = RestartPolicy(max_failures=2, first_backoff_s=0.1, max_backoff_s=0.2)
+    failed = []
+    supervisor = threading.Thread(target=lambda: failed.append(
+        supervise(spark, queries, job.restart, until=stop.is_set, policy=policy, poll_seconds=0.2)))
+    supervisor.start()
+    try:
+        alone = "quarantined-fails_on_poison"
+        error = wait_until(lambda: _failure(job.running.get(alone)) if len(_alerts(s)) >= 2 else None, 240,
+                           "the failing detector set apart and failing alone, the other's two alerts")
+        assert job.plans["detectors-pair"].muted == ("fails_on_poison",)
+        assert job.running["detectors-pair"].isActive                  # the other detector runs on
+        later = txn(4, amount=990.0)
+        producer.send(s.topic_transactions, key=later["card_id"], value=encode(later))
+        producer.flush()
+        got = wait_until(lambda: _alerts(s) if len(_alerts(s)) >= 3 else None, 120, "the alert after the failure")
+    finally:
+        stop.set()
+        supervisor.join(timeout=60)
+        for query in job.running.values():
+            query.stop()
+    expected = sorted(alert_id("big_amount", [v["txn_id"]]) for v in (*values, later) if v["amount"] >= 900)
+    assert sorted(a["alert_id"] for a in got) == expected          # each exactly once
+    assert "a bug that amount" in error                            # alone, it fails on the same record
+
+
+def _failure(query) -> str | None:
+    error = query.exception() if query is not None and not query.isActive else None
+    return None if error is None else str(error)
+
+
+def _alerts(s) -> list[dict]:
+    return [json.loads(r.value) for r in read_topic(s, s.topic_alerts, min_records=0, timeout=2)]
