@@ -10,7 +10,9 @@ import time
 
 from common.settings import REPO_ROOT
 from demo.diamond import TRAIN_QUICK, is_training_progress
-from models import features as fx
+import pandas as pd
+
+from models import features as fx, registry, scoring, training
 
 
 def test_the_demos_quick_training_registers_a_loadable_model_step_by_step(tmp_path):
@@ -29,3 +31,11 @@ def test_the_demos_quick_training_registers_a_loadable_model_step_by_step(tmp_pa
     artifact = ml_score.bind("latest", tmp_path).params.artifact
     assert artifact.features == list(fx.FEATURES) and artifact.meta["data"]["customers"] is None  # full world
     assert artifact.meta["metrics"]["hist_gradient_boosting"]["test"]["auc_roc"] > 0.8
+    meta = artifact.meta
+    assert meta["preset"] == "quick" and meta["protocol"]["folds"] == training.QUICK_FOLDS == 1
+    assert set(meta["metrics"]) == set(training.QUICK_MODELS) and meta["data"]["days"] == 72
+    assert 0 < artifact.threshold < 1 and artifact.terminal_table is not None and artifact.name.endswith("-quick")
+    rows = pd.DataFrame([artifact.baseline, {**artifact.baseline, "terminal_risk_7d": 1.0, "amount": 900.0}])
+    scores = scoring.predict(artifact.estimator, scoring.matrix(rows, artifact.features))
+    assert scores.shape == (2,) and ((0 <= scores) & (scores <= 1)).all()
+    assert registry.latest_version(tmp_path) == artifact.version
