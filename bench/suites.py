@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.workload import Workload, generate, publish_values
+from common.quantiles import quantile
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy.processes import ProcessGroup
@@ -406,13 +407,6 @@ class AlertCollector(threading.Thread):
         self._stop.set()
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return round(values[min(len(values) - 1, int(q * len(values)))], 3)
-
-
 def bench_latency(run: BenchRun, variants=LATENCY_VARIANTS) -> dict:
     sizes = run.sizes
     results: dict[str, dict] = {}
@@ -487,8 +481,8 @@ def bench_latency(run: BenchRun, variants=LATENCY_VARIANTS) -> dict:
                     "window_s": round(window[1] - window[0], 1), "alerts_in_window": len(got),
                     "alerts_in_load": len(in_load()), "double_swipes_injected": summary["double_swipes"],
                     "drained": drained,
-                    "receive_p50_s": _pct(lat, 0.50), "receive_p99_s": _pct(lat, 0.99), "receive_max_s": _pct(lat, 1.0),
-                    "detected_p50_s": _pct(det, 0.50), "detected_p99_s": _pct(det, 0.99),
+                    "receive_p50_s": quantile(lat, 0.50), "receive_p99_s": quantile(lat, 0.99), "receive_max_s": quantile(lat, 1.0),
+                    "detected_p50_s": quantile(det, 0.50), "detected_p99_s": quantile(det, 0.99),
                     "load_avg": os.getloadavg(), "samples": [round(x, 3) for x in lat[:2000]]}
                 run.log(f"    {variant:<22} {rate:>6,}/s (achieved {summary['achieved_rate']:,.0f}): "
                         f"p50 {per_load[str(rate)]['receive_p50_s']} s, p99 {per_load[str(rate)]['receive_p99_s']} s, "

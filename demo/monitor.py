@@ -16,14 +16,15 @@ import json
 import threading
 import time
 from collections import Counter, deque
-from datetime import datetime
 
+from common.contracts import parse_event_time
 from common.kafka_io import make_consumer
+from common.quantiles import quantile
 from common.settings import Settings
 
 
 def _parse_time(text: str) -> float:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp() if text.endswith("Z") else 0.0
+    return parse_event_time(text).timestamp()
 
 
 class PipelineMonitor(threading.Thread):
@@ -135,9 +136,8 @@ class PipelineMonitor(threading.Thread):
             rate = 0.0
             if len(window) >= 2 and window[-1][0] > window[0][0]:
                 rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
-            latencies = sorted(self.latencies)
-            by_detector = {name: {"p50": _quantile(sorted(values), 0.5), "p99": _quantile(sorted(values), 0.99),
-                                  "written_p99": _quantile(sorted(self.written_by_detector[name]), 0.99),
+            by_detector = {name: {"p50": quantile(values, 0.5), "p99": quantile(values, 0.99),
+                                  "written_p99": quantile(self.written_by_detector[name], 0.99),
                                   "count": len(values)}
                            for name, values in sorted(self.committed_by_detector.items())}
             return {
@@ -145,15 +145,10 @@ class PipelineMonitor(threading.Thread):
                 "alerts": sum(self.alerts_by_detector.values()), "alerts_by_detector": dict(self.alerts_by_detector),
                 "duplicate_alert_ids": sum(n - 1 for n in self.alert_ids.values()),
                 "dead_letters": self.dead_letters,
-                "latency_p50_s": _quantile(latencies, 0.5), "latency_p99_s": _quantile(latencies, 0.99),
+                "latency_p50_s": quantile(self.latencies, 0.5), "latency_p99_s": quantile(self.latencies, 0.99),
                 "first_alert_at": self.first_alert_at, "last_alert_at": self.last_alert_at,
                 "last_transaction_at": self.last_transaction_at,
                 "latency_by_detector": by_detector,
                 "lag": self.lag_samples[-1][1] if self.lag_samples else None,
             }
 
-
-def _quantile(sorted_values: list[float], q: float) -> float | None:
-    if not sorted_values:
-        return None
-    return round(sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))], 3)

@@ -36,6 +36,7 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
     with monitor.lock:
         alerts = list(monitor.alerts)
         latencies = sorted(monitor.latencies)
+        lag = list(monitor.lag_samples)
     labels = load_labels(labels_path) if labels_path.exists() else {}
     detectors = registry.all()
     quality = score(detectors, alerts, labels)
@@ -43,8 +44,6 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
     first_alert = (figures["first_alert_at"] - traffic_started) if figures["first_alert_at"] else None
     last_alert = (figures["last_alert_at"] - figures["last_transaction_at"]
                   if figures["last_alert_at"] and figures["last_transaction_at"] else None)
-    with monitor.lock:
-        lag = list(monitor.lag_samples)
     report = {
         "duration_s": args.duration, "rate_target_per_s": args.rate, "wall_seconds": round(wall_seconds, 1),
         "transactions": figures["transactions"], "alerts": figures["alerts"],

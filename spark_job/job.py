@@ -25,7 +25,7 @@ class JobQueries:
         self.spark, self.detectors, self.settings, self.options = spark, list(detectors), settings, options
         self.plans = {plan.name: plan for plan in plan_queries([d.name for d in self.detectors], options)}
         self.running: dict[str, object] = {}
-        self.quarantined: dict[str, object] = {}       # query name -> the options it was started with
+        self.quarantined: dict[str, tuple] = {}        # query name -> (the detector set apart, its options)
 
     def start_all(self) -> list:
         return [self._start(name) for name in self.plans]

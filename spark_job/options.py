@@ -32,7 +32,6 @@ class RunOptions:
     extra_source_options: dict[str, str] = field(default_factory=dict)
 
 
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The job's options on a command line (``python -m detectors run`` and ``python -m spark_job``)."""
     parser.add_argument("--sink", choices=SINKS, default="exactly-once",

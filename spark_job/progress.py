@@ -8,6 +8,7 @@ from collections import deque
 from pathlib import Path
 from typing import Callable
 
+from common.quantiles import quantile
 from common.settings import Settings
 
 log = logging.getLogger("spark_job.progress")
@@ -71,10 +72,6 @@ RECENT_BATCHES = 200      # batches with input whose phases each query's file su
 def where_the_time_goes(batches) -> dict:
     """p50 and p99 of each phase of Spark's ``durationMs`` and of each stateful operator's updates,
     removals and commit, over ``batches`` (summaries of batches that read input)."""
-    def quantiles(values: list[float]) -> dict:
-        ordered = sorted(values)
-        return {"p50": ordered[len(ordered) // 2], "p99": ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]}
-
     phases: dict[str, list[float]] = {}
     for batch in batches:
         for phase, ms in (batch.get("duration_ms") or {}).items():
@@ -83,7 +80,8 @@ def where_the_time_goes(batches) -> dict:
             for key in ("allUpdatesTimeMs", "allRemovalsTimeMs", "commitTimeMs"):
                 if op.get(key) is not None:
                     phases.setdefault(f"state{i}:{op.get('operatorName')}:{key}", []).append(op[key])
-    return {"batches": len(batches), "ms": {phase: quantiles(values) for phase, values in phases.items()}}
+    return {"batches": len(batches), "ms": {phase: {"p50": quantile(values, 0.5), "p99": quantile(values, 0.99)}
+                                            for phase, values in phases.items()}}
 
 
 class ProgressListener:
