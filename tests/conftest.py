@@ -16,14 +16,24 @@ from common.settings import Settings
 TESTS_DIR = Path(__file__).resolve().parent
 
 
+KINDS = ("unit", "integration", "e2e")   # the order they run in
+
+
+def _kind(item) -> str:
+    return Path(str(item.fspath)).relative_to(TESTS_DIR).parts[0]
+
+
 def pytest_collection_modifyitems(config, items):
     run_slow = os.environ.get("FRAUD_SLOW_TESTS") == "1"
     for item in items:
-        kind = Path(str(item.fspath)).relative_to(TESTS_DIR).parts[0]
-        if kind in {"unit", "integration", "e2e"}:
+        kind = _kind(item)
+        if kind in KINDS:
             item.add_marker(getattr(pytest.mark, kind))
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="a slow run, left to make test-slow (FRAUD_SLOW_TESTS=1)"))
+    # Unit tests first, before any session fixture has started a broker or a Spark JVM that would
+    # compete with them for the two cores; a stable sort keeps each module's tests together.
+    items.sort(key=lambda item: KINDS.index(_kind(item)) if _kind(item) in KINDS else len(KINDS))
 
 
 @pytest.fixture(scope="session")
@@ -79,6 +89,18 @@ def spark(settings):
     session = get_spark("tests", settings)
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def no_streaming_query_left_running(request):
+    """A query a test leaves running keeps a core busy for the rest of the session: stop it and fail."""
+    yield
+    if "spark" not in request.fixturenames:
+        return
+    active = request.getfixturevalue("spark").streams.active
+    for query in active:
+        query.stop()
+    assert not active, f"the test left streaming queries running: {[q.name or str(q.id) for q in active]}"
 
 
 @pytest.fixture

@@ -65,7 +65,10 @@ def test_no_alert_is_written_twice(diamond_run):
 
 
 def test_every_alert_is_enriched_once_unchanged_and_with_its_profiles(diamond_run):
+    """Once: no fault in this run, so the enricher's at-least-once path must not have duplicated any."""
     alerts = {a["alert_id"]: a for a in diamond_run.alerts}
+    counts = Counter(e["alert_id"] for e in diamond_run.enriched)
+    assert [alert_id for alert_id, n in counts.items() if n > 1] == []
     enriched = {e["alert_id"]: e for e in diamond_run.enriched}
     assert set(enriched) == set(alerts), {"missing": sorted(set(alerts) - set(enriched))[:10],
                                           "unknown": sorted(set(enriched) - set(alerts))[:10]}

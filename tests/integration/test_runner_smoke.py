@@ -18,7 +18,7 @@ from tests.builders import T0, encode, txn
 
 
 @pytest.mark.parametrize("shared", [False, True], ids=["query-per-detector", "shared-query"])
-def test_alerts_and_dead_letters_arrive_exactly_once(stack, topics, spark, tmp_path, shared):
+def test_alerts_and_dead_letters_arrive_once_each_in_a_fault_free_run(stack, topics, spark, tmp_path, shared):
     s = stack.replace(topic_transactions=topics("transactions", partitions=4), topic_alerts=topics("alerts", 2),
                       topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"))
     producer = make_producer(s)
