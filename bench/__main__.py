@@ -14,6 +14,9 @@ Benchmarks (NAME):
   exactly-once  the same query with the exactly-once writer vs the built-in sink, in one JVM: taken from
                 ``pipeline`` when it ran (double_swipe + velocity, a pair per card population, order
                 alternating), else its own double_swipe runs
+  demo          whole ``python -m demo`` runs (all five detectors, exactly once, the services) at several
+                rates, the query groups beside one query per detector: p99 per detector, lag, last alert
+                (bench/demo_latency.py)
   memory        peak RSS of the JVM and Python workers (and of the baselines) vs distinct cards
                 (from ``pipeline`` when it ran, else its own shorter runs)
 
@@ -31,12 +34,12 @@ import time
 import traceback
 from datetime import datetime, timezone
 
-from bench import report, suites
+from bench import demo_latency, report, suites
 from bench.procs import machine
 from common.settings import REPO_ROOT, Settings, get_settings
 from deploy.processes import ProcessGroup
 
-NAMES = ("producer", "pipeline", "python", "faust", "latency", "exactly-once", "memory")
+NAMES = ("producer", "pipeline", "python", "faust", "latency", "demo", "exactly-once", "memory")
 NOTES = [
     "Throughput = rows / (end of the last micro-batch − start of the first batch with data), from the "
     "queries' progress (JVM start and planning excluded); for the baselines rows / (last − first record "
@@ -75,12 +78,14 @@ def main(argv=None) -> int:
     parser.add_argument("--latency-window", type=float, help="seconds measured per latency point")
     parser.add_argument("--latency-variants", nargs="+", choices=suites.LATENCY_VARIANTS,
                         default=list(suites.LATENCY_VARIANTS), help="variants of the latency benchmark")
+    parser.add_argument("--demo-rates", type=int, nargs="+", help="rates of the demo benchmark in tx/s")
+    parser.add_argument("--demo-duration", type=float, help="seconds of traffic per demo run")
     parser.add_argument("--spark-variants", nargs="+", choices=list(suites.SPARK_VARIANTS),
                         help="Spark variants of the pipeline benchmark (default: all)")
     parser.add_argument("--spark-timeout", type=float, help="cap in seconds per Spark variant")
     parser.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
     args = parser.parse_args(argv)
-    selected = list(args.only or ("producer", "pipeline", "latency", "exactly-once", "memory"))
+    selected = list(args.only or ("producer", "pipeline", "latency", "demo", "exactly-once", "memory"))
 
     settings = get_settings()
     from deploy import local_stack
@@ -131,6 +136,9 @@ def main(argv=None) -> int:
                             merged.setdefault(cards, {"data": res["data"], "variants": {}})["variants"].update(res["variants"])
                     elif name == "latency":
                         results["benchmarks"]["latency"] = suites.bench_latency(run, args.latency_variants)
+                    elif name == "demo":
+                        results["benchmarks"]["demo"] = demo_latency.bench_demo(
+                            run, args.demo_rates or sizes.demo_rates, args.demo_duration or sizes.demo_duration_s)
                     elif name == "exactly-once":
                         pipe = results["benchmarks"].get("pipeline")
                         from_pipe = suites.exactly_once_from_pipeline(pipe) if pipe else None

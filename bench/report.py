@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from bench import demo_latency
+
 MB = 1024 * 1024
 
 
@@ -125,6 +127,8 @@ def markdown(results: dict) -> str:
                              f" ({_f(p['achieved_rate'])}{'' if p['drained'] else ', saturated'})")
             lines.append(f"| {variant} | " + " | ".join(cells) + " |")
         lines.append("")
+    if b.get("demo"):
+        lines += demo_latency.markdown(b["demo"])
     eo = b.get("exactly_once")
     if eo and eo.get("pairs"):
         lines += ["## Exactly-once writer vs Spark's built-in Kafka sink", "",
@@ -213,6 +217,8 @@ def plots(results: dict, out_dir: Path) -> list[str]:
                log_x=True, legend_size=7)
         _style(ax2, "latency (s) at 2,000 tx/s", "fraction of alerts", "latency distribution (CDF)")
         written.append(_save(plt, fig, out_dir, "latency.png"))
+    if b.get("demo"):
+        written.append(demo_latency.plot(b["demo"], out_dir))
     mem = b.get("memory")
     if mem:
         fig, ax = plt.subplots(figsize=(8, 5))

@@ -44,6 +44,8 @@ class Sizes:
     eo_rounds: int
     producer_count: int
     producer_rounds: int
+    demo_rates: list[int] = field(default_factory=lambda: [500, 1000, 2000, 5000])
+    demo_duration_s: float = 30.0
 
     @classmethod
     def for_mode(cls, quick: bool) -> "Sizes":
@@ -55,7 +57,7 @@ class Sizes:
             return cls(count=20_000, cards=[10_000, 100_000], max_offsets=10_000, large_batch=20_000,
                        spark_timeout_s=45, slow_timeout_s=45, baseline_timeout_s=90, latency_loads=[1000, 2000],
                        latency_window_s=10, latency_warmup_s=5, eo_rounds=1, producer_count=20_000,
-                       producer_rounds=1)
+                       producer_rounds=1, demo_rates=[1000], demo_duration_s=20.0)
         return cls(count=200_000, cards=[10_000, 100_000, 1_000_000], max_offsets=25_000, large_batch=100_000,
                    spark_timeout_s=90, slow_timeout_s=120, baseline_timeout_s=120, latency_loads=[1000, 2000, 5000, 20000],
                    latency_window_s=20, latency_warmup_s=5, eo_rounds=1, producer_count=50_000,
