@@ -7,6 +7,7 @@ import re
 from common.kafka_clients import faust_broker_options, kafka_python_config, spark_kafka_options
 from common.redis_clients import redis_address, redis_client
 from common.settings import Settings
+from deploy.acls import COMPONENTS
 from deploy.broker_security import BrokerSecrets, scram_format_args, server_properties
 
 SECURE = Settings.from_env(environ={}).replace(
@@ -67,16 +68,31 @@ def test_passwords_are_masked_also_inside_urls():
     assert "redis://***@127.0.0.1:6390/0" in described
 
 
-def test_the_secure_broker_config_names_its_listener_users_and_key_material():
+def test_the_secure_broker_config_names_its_listener_users_authorizer_and_key_material():
     made = BrokerSecrets(folder="/run/kafka/security", keystore_password="ks", broker_password="bp",
-                         client_password="cp")
+                         admin_password="ap", component_passwords={c: f"{c}-pw" for c in COMPONENTS})
     props = dict(line.split("=", 1) for line in server_properties(made, "CLIENT").splitlines())
-    assert props["sasl.enabled.mechanisms"] == props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert props["listener.name.client.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
     assert 'username="broker" password="bp"' in props["listener.name.client.scram-sha-512.sasl.jaas.config"]
+    # the controller listener: PLAIN, its only user the broker
+    assert props["sasl.mechanism.controller.protocol"] == "PLAIN"
+    assert 'user_broker="bp"' in props["listener.name.controller.plain.sasl.jaas.config"]
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["super.users"] == "User:broker;User:admin"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
     assert props["ssl.keystore.location"] == "/run/kafka/security/broker.p12"
     assert props["ssl.truststore.location"] == "/run/kafka/security/ca.pem"
-    assert scram_format_args(made) == ["--add-scram", "SCRAM-SHA-512=[name=broker,password=bp]",
-                                       "--add-scram", "SCRAM-SHA-512=[name=fraud,password=cp]"]
+    assert scram_format_args(made)[:4] == ["--add-scram", "SCRAM-SHA-512=[name=broker,password=bp]",
+                                           "--add-scram", "SCRAM-SHA-512=[name=admin,password=ap]"]
+    assert scram_format_args(made).count("--add-scram") == 2 + len(COMPONENTS)
+
+
+def test_java_argument_files_quote_what_they_carry():
+    from deploy.local_stack import java_argfile_line
+
+    assert java_argfile_line('SCRAM-SHA-512=[name=a,password=p"q\\r s]') == \
+        '"SCRAM-SHA-512=[name=a,password=p\\"q\\\\r s]"\n'
 
 
 def test_cluster_ids_look_like_kafkas():
