@@ -36,7 +36,7 @@ def with_topics(secure, unique: str):
     s = secure.replace(**{f"topic_{base}": f"test.{base}.{unique}" for base in bases},
                        enricher_app_id=f"test-enricher-{unique}", cases_app_id=f"test-cases-{unique}")
     create_topics(s, [TopicSpec(s.topic_transactions, 1), TopicSpec(s.topic_labels, 1), TopicSpec(s.topic_alerts_enriched, 1),
-                      TopicSpec(s.topic_alerts, 1), TopicSpec(s.topic_dlq, 1),
+                      TopicSpec(s.topic_cases, 1), TopicSpec(s.topic_alerts, 1), TopicSpec(s.topic_dlq, 1),
                       TopicSpec(s.topic_alert_markers, 1, {"cleanup.policy": "compact"})])
     apply_acls(secure, s)
     return s
@@ -183,3 +183,59 @@ def test_a_client_that_does_not_trust_the_ca_is_refused_with_a_clear_error(secur
     with pytest.raises(KafkaConnectError, match=r"TLS handshake with SASL_SSL://.* failed: .*certificate verify "
                                                 r"failed.*FRAUD_KAFKA_SSL_CAFILE"):
         check_kafka_connection(untrusted)
+
+
+def test_the_enricher_and_case_manager_run_as_their_own_users(secure_broker, unique, tmp_path):
+    """The real workers (``python -m services.enricher worker`` ...), each with its own user in its own
+    environment: an alert written by the detector job's user comes out as a case, so their ACLs hold
+    everything a Faust worker does (its group, changelog, assignor topic)."""
+    import os
+    import subprocess
+    import sys
+
+    from common.kafka_io import json_bytes
+    from common.settings import REPO_ROOT
+    from deploy.local_stack import RedisServer, free_ports
+    from tests.builders import make_alert
+
+    s = with_topics(secure_broker, unique).replace(
+        partitions_alerts=1, run_dir=tmp_path / "run", sinks_namespace=f"t-{unique}",
+        redis_url=f"redis://127.0.0.1:{free_ports(26600, 26700)}/0")
+    redis_server = RedisServer(s)
+    redis_server.up()
+    workers = []
+    try:
+        for component, module in (("enricher", "services.enricher"), ("cases", "services.cases")):
+            log = open(tmp_path / f"{component}.log", "wb")
+            env = dict(os.environ, **as_user(s, component).to_env(), PYTHONUNBUFFERED="1")
+            workers.append(subprocess.Popen([sys.executable, "-m", module, "worker", "-l", "info"], env=env,
+                                            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT))
+            log.close()
+        alert = make_alert(f"card-{unique}", [f"{unique}-t1", f"{unique}-t2"], "double_swipe", score=0.7)
+        writer = make_producer(as_user(s, "detectors"), transactional_id=f"fraud-writer.{s.topic_alerts}.t")
+        writer.init_transactions()
+        writer.begin_transaction()
+        writer.send(s.topic_alerts, key=alert["card_id"].encode(), value=json_bytes(alert))
+        writer.commit_transaction()
+        writer.close()
+
+        def a_case():
+            for worker, name in zip(workers, ("enricher", "cases")):
+                if worker.poll() is not None:
+                    raise AssertionError(f"{name} exited: {(tmp_path / f'{name}.log').read_text()[-3000:]}")
+            return json_values(read_topic(s, s.topic_cases, timeout=30))
+
+        cases = wait_until(a_case, 180, "a case from the secure enricher and case manager", interval=1.0)
+    finally:
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+        redis_server.stop()
+    assert [(c["card_id"], c["alert_ids"]) for c in cases] == [(alert["card_id"], [alert["alert_id"]])]
+    denials = [line for name in ("enricher", "cases")
+               for line in (tmp_path / f"{name}.log").read_text().splitlines() if "AuthorizationFailed" in line]
+    assert not denials, denials[:3]

@@ -101,3 +101,30 @@ def test_cluster_ids_look_like_kafkas():
     ids = {random_cluster_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", cluster_id) for cluster_id in ids)
+
+
+def test_no_kafka_or_redis_secret_reaches_the_spark_configuration():
+    # PySpark hands every SparkConf entry to spark-submit as --conf on its command line: the Kafka
+    # credentials must stay in the sources' and sinks' options, never the session's configuration.
+    from common.spark import session_config
+
+    secure = SECURE.replace(redis_password="redis-secret-pw")
+    config = session_config(secure, "tests", with_kafka=True)
+    text = " ".join(f"{k}={v}" for k, v in config.items())
+    assert secure.kafka_sasl_password not in text and "redis-secret-pw" not in text
+    assert not any("sasl" in key or "jaas" in key for key in config)
+
+
+def test_secrets_of_an_older_secure_broker_are_refused_with_what_to_do(tmp_path):
+    import json
+
+    import pytest
+
+    from deploy.local_stack import KafkaBroker, StackError
+
+    folder = tmp_path / "kafka" / "security"
+    folder.mkdir(parents=True)
+    (folder / "secrets.json").write_text(json.dumps({"folder": str(folder), "keystore_password": "k",
+                                                     "broker_password": "b", "client_password": "c"}))
+    with pytest.raises(StackError, match=r"lacks the users of today's secure broker .*python -m deploy wipe"):
+        KafkaBroker(Settings().replace(run_dir=tmp_path), secure=True).secrets()
