@@ -58,6 +58,8 @@ class Settings:
     enricher_dedup_ttl: int = _env("FRAUD_ENRICHER_DEDUP_TTL", 7 * 24 * 3600)  # seconds an alert_id is remembered
     dashboard_host: str = _env("FRAUD_DASHBOARD_HOST", "127.0.0.1")
     dashboard_port: int = _env("FRAUD_DASHBOARD_PORT", 8765)
+    # Host names it answers besides 127.0.0.1, localhost, ::1 (comma-separated): DNS rebinding
+    dashboard_allowed_hosts: str = _env("FRAUD_DASHBOARD_ALLOWED_HOSTS", "")
 
     # --- The detector job ------------------------------------------------------------------------
     # Detectors sharing a query pay its per-batch costs once (docs/performance.md, "Real time"); a

@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="fetch what is missing, start Kafka and Redis, create the topics")
     up.add_argument("--secure", action="store_true",
                     help="the broker's client listener speaks SASL_SSL (SCRAM-SHA-512 users and a CA generated "
-                         "at first start; the client settings are written to <run_dir>/kafka/security/client.env); "
+                         "at first start, ACLs per component; each user's client settings are written to "
+                         "<run_dir>/kafka/security/<user>.env); "
                          "implied when FRAUD_KAFKA_SECURITY_PROTOCOL=SASL_SSL")
     sub.add_parser("down", help="stop Kafka and Redis")
     sub.add_parser("status", help="show what is running")

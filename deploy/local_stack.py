@@ -234,20 +234,28 @@ class KafkaBroker(Service):
         """The certificates and passwords of the SASL_SSL listener (generated at first use)."""
         if self._secrets is None:
             from deploy import broker_security
-            self._secrets = broker_security.load_or_create(self.security_dir, self.settings.kafka_host)
+            try:
+                self._secrets = broker_security.load_or_create(self.security_dir, self.settings.kafka_host)
+            except broker_security.OutdatedSecrets as error:
+                raise StackError(f"{error}: `python -m deploy wipe` deletes the broker's data and secrets, "
+                                 f"or choose another FRAUD_RUN_DIR.") from None
         return self._secrets
 
     @property
     def client_settings(self) -> Settings:
-        """The settings a client of this broker uses: SASL_SSL and its credentials when secure."""
+        """The settings the stack's own tools use (topics, ACLs, status): when secure, SASL_SSL as the
+        admin user, a super user; the components have users of their own (``component_settings``)."""
         if not self.secure:
             return self.settings
         from deploy.broker_security import client_settings
         return client_settings(self.settings, self.secrets())
 
-    @property
-    def client_env_file(self) -> Path:
-        return self.security_dir / "client.env"
+    def component_settings(self, component: str) -> Settings:
+        """The settings of one component (``deploy/acls.py``: producer, detectors, enricher, cases)."""
+        if not self.secure:
+            return self.settings
+        from deploy.broker_security import user_settings
+        return user_settings(self.settings, self.secrets(), component)
 
     @classmethod
     def as_configured(cls, settings: Settings) -> "KafkaBroker":
@@ -285,31 +293,40 @@ class KafkaBroker(Service):
             protocol, extra = "SASL_SSL", server_properties(self.secrets(), "CLIENT")
         self.config_file.write_text(template.format(
             host=s.kafka_host, port=s.kafka_port, controller_port=s.local_kafka_controller_port,
-            listener_name="CLIENT", protocol=protocol, extra=extra, data_dir=self.data_dir))
+            listener_name="CLIENT", protocol=protocol, controller_protocol=protocol, extra=extra,
+            data_dir=self.data_dir))
         if self.secure:
             self.config_file.chmod(0o600)  # it holds the keystore and the broker user's passwords
 
     def format_storage(self) -> None:
         """Format the KRaft log directory once (``kafka.tools.StorageTool``)."""
+        users_marker = self.data_dir / ".scram-users"
         if (self.data_dir / "meta.properties").exists():
-            if self.secure and not (self.data_dir / ".scram-users").exists():
-                raise StackError(f"the broker data in {self.data_dir} was formatted without SASL users, so a "
-                                 f"secure broker cannot use it: `python -m deploy wipe` deletes it, or choose "
+            wanted = " ".join(self.secrets().users()) if self.secure else ""
+            if self.secure and (not users_marker.exists() or users_marker.read_text().strip() != wanted):
+                raise StackError(f"the broker data in {self.data_dir} was formatted without the SASL users of "
+                                 f"a secure broker ({wanted}): `python -m deploy wipe` deletes it, or choose "
                                  f"another FRAUD_RUN_DIR.")
             return
         cluster_id = random_cluster_id()
         # With controller.quorum.voters the format takes no --standalone.
-        users: list[str] = []
+        args = ["format", "-t", cluster_id, "-c", str(self.config_file)]
         if self.secure:  # SCRAM users go into the metadata log at format time (KIP-900)
             from deploy.broker_security import scram_format_args
-            users = scram_format_args(self.secrets())
-        result = subprocess.run(self.java_cmd("kafka.tools.StorageTool", "format", "-t", cluster_id,
-                                              "-c", str(self.config_file), *users, tool=True),
-                                capture_output=True, text=True)
+            args += scram_format_args(self.secrets())
+        # The arguments (passwords among them) go through an owner-only argument file that the java
+        # launcher reads itself, so they never show in the process list (/proc/<pid>/cmdline).
+        argfile = write_private(self.settings.run_dir / "kafka" / "format.args",
+                                "".join(java_argfile_line(a) for a in ["kafka.tools.StorageTool", *args]))
+        try:
+            cmd = self.java_cmd("kafka.tools.StorageTool", tool=True)
+            result = subprocess.run([*cmd[:-1], f"@{argfile}"], capture_output=True, text=True)
+        finally:
+            argfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise StackError(f"formatting Kafka storage failed: {result.stdout[-300:]} {result.stderr[-300:]}")
         if self.secure:
-            (self.data_dir / ".scram-users").touch()
+            users_marker.write_text(" ".join(self.secrets().users()) + "\n")
 
     def up(self, timeout: float = 90.0) -> None:
         if broker_ready(self.client_settings):
@@ -330,6 +347,11 @@ class KafkaBroker(Service):
         if self.exited_early():
             self.pid_file.unlink(missing_ok=True)
             raise StackError(f"the Kafka broker exited at start; its log ({self.log_file}) ends with:\n{self.tail()}")
+
+
+def java_argfile_line(arg: str) -> str:
+    """One argument of a java launcher ``@argfile``: quoted, backslashes and quotes escaped."""
+    return '"' + arg.replace("\\", "\\\\").replace('"', '\\"') + '"\n'
 
 
 def random_cluster_id() -> str:
@@ -435,10 +457,12 @@ def up(settings: Settings, log=print, secure: bool = False) -> Settings:
     created = create_project_topics(client)
     log(f"topics: {', '.join(created) if created else 'all present'}")
     if secure:
-        from deploy.broker_security import write_client_env
-        env_file = write_client_env(client, broker.client_env_file)
-        log(f"SASL_SSL clients: `set -a; . {env_file}; set +a` sets their FRAUD_KAFKA_* variables "
-            f"(user {client.kafka_sasl_username}, CA {client.kafka_ssl_cafile})")
+        from deploy.acls import apply_acls
+        from deploy.broker_security import write_user_envs
+        log(f"ACLs: {apply_acls(client, settings)} for the components' users")
+        env_files = write_user_envs(settings, broker.secrets())
+        log(f"SASL_SSL clients: `set -a; . {broker.security_dir}/<user>.env; set +a` sets the FRAUD_KAFKA_* "
+            f"variables of one user ({', '.join(env_files)}; CA {client.kafka_ssl_cafile})")
     log(f"local stack up in {time.monotonic() - started:.1f} s")
     return client
 

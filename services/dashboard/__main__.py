@@ -14,6 +14,7 @@ from aiohttp import web
 from common.cli_errors import UNAVAILABLE, ArgumentParser, UserError, run_command
 from common.settings import get_settings
 from services.dashboard.app import make_web_app
+from services.dashboard.hosts import allowed_names
 from services.faust_support import redis_client
 from common.redis_keys import RedisKeys
 
@@ -28,7 +29,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="port (FRAUD_DASHBOARD_PORT, default %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = make_web_app(redis_client(settings), RedisKeys(settings.sinks_namespace))
+    hosts = allowed_names(args.host, settings.dashboard_allowed_hosts)
+    app = make_web_app(redis_client(settings), RedisKeys(settings.sinks_namespace), hosts)
     print(f"dashboard on http://{args.host}:{args.port}/", flush=True)
     try:
         web.run_app(app, host=args.host, port=args.port, print=None)

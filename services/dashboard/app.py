@@ -8,15 +8,18 @@ dashboard itself holds no state, never touches Kafka, and any number of them can
 
 The page polls ``/api/summary?page=P&per_page=20`` every second and redraws itself without a reload
 (without parameters: the first 50 open cases). No external resources: the page, its CSS and its JS are
-inline.
+inline. Only requests naming the dashboard by an allowed host are answered (``hosts.py``: DNS rebinding).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from typing import Iterable
+
 from aiohttp import web
 
+from services.dashboard.hosts import LOOPBACK_NAMES, host_check
 from services.dashboard.page import PAGE
 from services.dashboard.summary import MAX_CASES, case_page, summarize
 from common.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
@@ -62,7 +65,8 @@ def _int_parameter(request: web.Request, name: str, default: int) -> int:
                                  content_type="application/json") from None
 
 
-def make_web_app(redis, keys: RedisKeys) -> web.Application:
+def make_web_app(redis, keys: RedisKeys, allowed_hosts: Iterable[str] = LOOPBACK_NAMES) -> web.Application:
+    """The dashboard's routes; requests naming a host outside ``allowed_hosts`` get 403 (hosts.py)."""
     html = PAGE
 
     async def index(_request: web.Request) -> web.Response:
@@ -82,7 +86,7 @@ def make_web_app(redis, keys: RedisKeys) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
-    app = web.Application()
+    app = web.Application(middlewares=[host_check(allowed_hosts)])
     app.router.add_get("/", index)
     app.router.add_get("/api/summary", summary)
     app.router.add_get("/healthz", healthz)

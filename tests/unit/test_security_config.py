@@ -7,6 +7,7 @@ import re
 from common.kafka_clients import faust_broker_options, kafka_python_config, spark_kafka_options
 from common.redis_clients import redis_address, redis_client
 from common.settings import Settings
+from deploy.acls import COMPONENTS
 from deploy.broker_security import BrokerSecrets, scram_format_args, server_properties
 
 SECURE = Settings.from_env(environ={}).replace(
@@ -67,16 +68,31 @@ def test_passwords_are_masked_also_inside_urls():
     assert "redis://***@127.0.0.1:6390/0" in described
 
 
-def test_the_secure_broker_config_names_its_listener_users_and_key_material():
+def test_the_secure_broker_config_names_its_listener_users_authorizer_and_key_material():
     made = BrokerSecrets(folder="/run/kafka/security", keystore_password="ks", broker_password="bp",
-                         client_password="cp")
+                         admin_password="ap", component_passwords={c: f"{c}-pw" for c in COMPONENTS})
     props = dict(line.split("=", 1) for line in server_properties(made, "CLIENT").splitlines())
-    assert props["sasl.enabled.mechanisms"] == props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
+    assert props["listener.name.client.sasl.enabled.mechanisms"] == "SCRAM-SHA-512"
+    assert props["sasl.mechanism.inter.broker.protocol"] == "SCRAM-SHA-512"
     assert 'username="broker" password="bp"' in props["listener.name.client.scram-sha-512.sasl.jaas.config"]
+    # the controller listener: PLAIN, its only user the broker
+    assert props["sasl.mechanism.controller.protocol"] == "PLAIN"
+    assert 'user_broker="bp"' in props["listener.name.controller.plain.sasl.jaas.config"]
+    assert props["authorizer.class.name"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert props["super.users"] == "User:broker;User:admin"
+    assert props["allow.everyone.if.no.acl.found"] == "false"
     assert props["ssl.keystore.location"] == "/run/kafka/security/broker.p12"
     assert props["ssl.truststore.location"] == "/run/kafka/security/ca.pem"
-    assert scram_format_args(made) == ["--add-scram", "SCRAM-SHA-512=[name=broker,password=bp]",
-                                       "--add-scram", "SCRAM-SHA-512=[name=fraud,password=cp]"]
+    assert scram_format_args(made)[:4] == ["--add-scram", "SCRAM-SHA-512=[name=broker,password=bp]",
+                                           "--add-scram", "SCRAM-SHA-512=[name=admin,password=ap]"]
+    assert scram_format_args(made).count("--add-scram") == 2 + len(COMPONENTS)
+
+
+def test_java_argument_files_quote_what_they_carry():
+    from deploy.local_stack import java_argfile_line
+
+    assert java_argfile_line('SCRAM-SHA-512=[name=a,password=p"q\\r s]') == \
+        '"SCRAM-SHA-512=[name=a,password=p\\"q\\\\r s]"\n'
 
 
 def test_cluster_ids_look_like_kafkas():
@@ -85,3 +101,30 @@ def test_cluster_ids_look_like_kafkas():
     ids = {random_cluster_id() for _ in range(200)}
     assert len(ids) == 200
     assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", cluster_id) for cluster_id in ids)
+
+
+def test_no_kafka_or_redis_secret_reaches_the_spark_configuration():
+    # PySpark hands every SparkConf entry to spark-submit as --conf on its command line: the Kafka
+    # credentials must stay in the sources' and sinks' options, never the session's configuration.
+    from common.spark import session_config
+
+    secure = SECURE.replace(redis_password="redis-secret-pw")
+    config = session_config(secure, "tests", with_kafka=True)
+    text = " ".join(f"{k}={v}" for k, v in config.items())
+    assert secure.kafka_sasl_password not in text and "redis-secret-pw" not in text
+    assert not any("sasl" in key or "jaas" in key for key in config)
+
+
+def test_secrets_of_an_older_secure_broker_are_refused_with_what_to_do(tmp_path):
+    import json
+
+    import pytest
+
+    from deploy.local_stack import KafkaBroker, StackError
+
+    folder = tmp_path / "kafka" / "security"
+    folder.mkdir(parents=True)
+    (folder / "secrets.json").write_text(json.dumps({"folder": str(folder), "keystore_password": "k",
+                                                     "broker_password": "b", "client_password": "c"}))
+    with pytest.raises(StackError, match=r"lacks the users of today's secure broker .*python -m deploy wipe"):
+        KafkaBroker(Settings().replace(run_dir=tmp_path), secure=True).secrets()
