@@ -37,6 +37,10 @@ EVENT_TIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{
 EVENT_TIME_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSX"  # the same format for Spark's to_timestamp
 CURRENCY_RE = re.compile(r"[A-Z]{3}")
 MCC_RE = re.compile(r"[0-9]{4}")
+# A \u escape of a lone surrogate (not an escaped backslash followed by "u"): JSON's grammar allows it,
+# but no text holds it; Spark's parser turns it into "?". Searched in the raw text, in Python and Java.
+LONE_SURROGATE_RE = re.compile(r"(?:^|[^\\])(?:\\\\)*+(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                               r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})")
 
 
 class ContractError(ValueError):
@@ -161,6 +165,8 @@ def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
                          object_pairs_hook=_reject_duplicate_keys)
     except (ValueError, RecursionError):
         raise ContractError("value is not valid JSON") from None
+    if "\\u" in text and LONE_SURROGATE_RE.search(text):
+        raise ContractError("value is not valid JSON: a \\u escape of half a surrogate pair")
     return validate_transaction(obj, key=key, record_time=record_time, check_key=check_key)
 
 

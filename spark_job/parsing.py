@@ -157,6 +157,8 @@ def with_validation(raw: DataFrame) -> DataFrame:
         (~F.col("_json_ok"), F.lit("value is not valid JSON")),
         # exactly one top-level value inside the wrapper, else there was trailing data
         (F.col("_values") != 1, F.lit("value is not valid JSON")),
+        (~F.col("_canonical") & F.col("value").cast("string").rlike(C.LONE_SURROGATE_RE.pattern),
+         F.lit("value is not valid JSON")),
         (~root_type.startswith("OBJECT"),
          F.concat(F.lit("value is a JSON "), _json_type_name(root_type), F.lit(", not an object"))),
     ]

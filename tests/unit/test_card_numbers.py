@@ -80,3 +80,12 @@ def test_the_services_log_a_rejected_alert_without_its_card_number(caplog):
     assert asyncio.run(cases.handle_enriched(json.dumps(bad).encode(), {}, None, None)) == []
     assert len(caplog.records) == 2 and pan[:6] in caplog.text
     assert not scan_bytes(caplog.text.encode())
+
+
+def test_a_json_escape_of_half_a_surrogate_pair_is_not_valid_json():
+    """Spark's parser turns it into "?": the record would pass both validators with different ids."""
+    for text in ("t-1\ud800", "t-1\udcb3", "\\\ud800"):
+        with pytest.raises(ContractError, match="^value is not valid JSON"):
+            decode_transaction(record(txn_id=text))
+    for text in ("t-\U0001f4b3", "t-\\ud800"):                       # a pair; an escaped backslash and "ud800"
+        assert decode_transaction(record(txn_id=text))["txn_id"] == text
