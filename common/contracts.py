@@ -14,6 +14,8 @@ from datetime import datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable
 
+from common.card_numbers import holds_card_number, luhn_valid, mask_card_numbers  # noqa: F401 (luhn_valid: API)
+
 # ---------------------------------------------------------------------------------------------
 # Transactions (topic `transactions`, key = card_id)
 # ---------------------------------------------------------------------------------------------
@@ -29,15 +31,25 @@ MAX_AMOUNT = 10_000_000              # larger amounts are absurd for one card sw
 MIN_EVENT_TIME = datetime(2000, 1, 1, tzinfo=timezone.utc)
 MAX_FUTURE_SKEW = timedelta(days=1)  # event time may lead the broker's record timestamp by at most this
 
-EVENT_TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+# Whole-string patterns (used with fullmatch here, wrapped in \A(?:...)\z by Spark): ASCII digits only and
+# no "$", which in Python and Java alike also matches before a trailing newline (Java before \r too).
+EVENT_TIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z")
 EVENT_TIME_PATTERN = "yyyy-MM-dd'T'HH:mm:ss.SSSX"  # the same format for Spark's to_timestamp
-CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
-MCC_RE = re.compile(r"^\d{4}$")
-PAN_LIKE_RE = re.compile(r"^\d{13,19}$")
+CURRENCY_RE = re.compile(r"[A-Z]{3}")
+MCC_RE = re.compile(r"[0-9]{4}")
+# A \u escape of a lone surrogate (not an escaped backslash followed by "u"): JSON's grammar allows it,
+# but no text holds it; Spark's parser turns it into "?". Searched in the raw text, in Python and Java.
+LONE_SURROGATE_RE = re.compile(r"(?:^|[^\\])(?:\\\\)*+(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                               r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})")
 
 
 class ContractError(ValueError):
-    """A record breaks the transaction contract; the message is the reason stored in the DLQ."""
+    """A record breaks the transaction contract; the message is the reason stored in the DLQ.
+
+    Card numbers in the message (a value quoted in it) are masked: reasons are logged and printed."""
+
+    def __init__(self, message: str):
+        super().__init__(mask_card_numbers(message))
 
 
 def format_event_time(moment: datetime) -> str:
@@ -47,7 +59,7 @@ def format_event_time(moment: datetime) -> str:
 
 
 def parse_event_time(text: str) -> datetime:
-    if not isinstance(text, str) or not EVENT_TIME_RE.match(text):
+    if not isinstance(text, str) or not EVENT_TIME_RE.fullmatch(text):
         raise ContractError(f"event_time is not ISO-8601 UTC with milliseconds: {str(text)[:40]!r}")
     try:
         return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
@@ -55,18 +67,9 @@ def parse_event_time(text: str) -> datetime:
         raise ContractError(f"event_time is not a real date: {text!r}") from None
 
 
-def luhn_valid(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch)
-        if i % 2 == 1:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
 def looks_like_pan(value: str) -> bool:
-    return bool(PAN_LIKE_RE.match(value)) and luhn_valid(value)
+    """``value`` holds a card number, bare, spaced or dashed (``common.card_numbers``)."""
+    return holds_card_number(value)
 
 
 def validate_transaction(txn: Any, key: bytes | str | None = None,
@@ -78,7 +81,7 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
     future ``event_time`` may be.
     """
     if not isinstance(txn, dict):
-        raise ContractError(f"value is a JSON {type(txn).__name__}, not an object")
+        raise ContractError(f"value is a JSON {_json_type(txn)}, not an object")
     for name in REQUIRED_FIELDS:
         if name not in txn:
             raise ContractError(f"missing required field {name}")
@@ -92,8 +95,9 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
             raise ContractError(f"{name} is empty")
         if len(txn[name]) > MAX_ID_LENGTH:
             raise ContractError(f"{name} is longer than {MAX_ID_LENGTH} characters")
-    if looks_like_pan(txn["card_id"]):
-        raise ContractError("card_id looks like a card number (PAN); cards must be tokens")
+    for name in ID_FIELDS:
+        if looks_like_pan(txn[name]):
+            raise ContractError(f"{name} holds a card number (PAN); ids must be tokens")
 
     amount = txn["amount"]
     if isinstance(amount, bool) or not isinstance(amount, (int, float, Decimal)):
@@ -108,11 +112,11 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
     if _decimal_places(amount) > 2:
         raise ContractError(f"amount has more than 2 decimals: {amount}")
 
-    if not CURRENCY_RE.match(txn["currency"]):
+    if not CURRENCY_RE.fullmatch(txn["currency"]):
         raise ContractError(f"currency is not an ISO 4217 code: {txn['currency'][:10]!r}")
     if txn["channel"] not in CHANNELS:
         raise ContractError(f"channel must be one of {', '.join(CHANNELS)}: {txn['channel'][:10]!r}")
-    if not MCC_RE.match(txn["mcc"]):
+    if not MCC_RE.fullmatch(txn["mcc"]):
         raise ContractError(f"mcc is not a 4-digit merchant category code: {txn['mcc'][:10]!r}")
 
     moment = parse_event_time(txn["event_time"])
@@ -161,6 +165,8 @@ def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
                          object_pairs_hook=_reject_duplicate_keys)
     except (ValueError, RecursionError):
         raise ContractError("value is not valid JSON") from None
+    if "\\u" in text and LONE_SURROGATE_RE.search(text):
+        raise ContractError("value is not valid JSON: a \\u escape of half a surrogate pair")
     return validate_transaction(obj, key=key, record_time=record_time, check_key=check_key)
 
 

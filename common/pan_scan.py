@@ -1,8 +1,10 @@
 """Find card numbers (PANs) in bytes, files and Kafka records: the check that none ever leaks out.
 
-A finding is a run of 13 to 19 ASCII digits standing alone (no digit or letter right before or after
-it) that passes the Luhn check (``common.contracts.luhn_valid``): what a primary account number looks
-like. Card numbers must never appear anywhere this project writes (docs/architecture.md, "Contracts": cards are
+A finding is a card number as ``common.card_numbers`` defines it: 13 to 19 ASCII digits, bare or in
+the spaced or dashed groups cards are printed in, standing alone (no digit or letter right before or
+after it), that pass the Luhn check: what a primary account number looks like. Base64 text (a run of
+20 or more base64 characters, as in a dead letter's ``key_base64``/``value_base64``) is decoded and
+scanned too, so a number cannot hide in an encoding. Card numbers must never appear anywhere this project writes (docs/architecture.md, "Contracts": cards are
 tokens). Two kinds of digits are not a card number, and one in ten of them would pass Luhn by chance:
 digits inside a longer token (hex hashes and UUIDs: alert and case ids, SHA-256 sums, Kafka's log
 folder names) and the fraction digits of a decimal number (a score with 16 decimals).
@@ -18,16 +20,18 @@ those lengths with those leading digits (Visa starts with 4, Mastercard 51-55 an
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from common.contracts import luhn_valid
+from common.card_numbers import CANDIDATE_PATTERN, digits_of, is_card_digits
 
-# Not after a digit or letter, nor after "<digit>." (the fraction of a decimal number, such as a
-# score with 16 decimals); not before a digit or letter.
-DIGIT_RUN = re.compile(rb"(?<![0-9A-Za-z])(?<![0-9]\.)[0-9]{13,19}(?![0-9A-Za-z])")
+CANDIDATE = re.compile(CANDIDATE_PATTERN.encode())
+# 20 base64 characters decode to 15 bytes, room for the shortest card number.
+BASE64_RUN = re.compile(rb"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{20,}={0,2}")
 EPOCH_2020_MS, EPOCH_2040_MS = 1_577_836_800_000, 2_208_988_800_000
 TIMESTAMP_SCALES = {13: 1, 16: 1_000, 19: 1_000_000}   # digits -> units per millisecond
 
@@ -51,16 +55,35 @@ def is_timestamp(digits: str) -> bool:
 
 
 def looks_like_card_number(digits: str) -> bool:
-    return 13 <= len(digits) <= 19 and luhn_valid(digits) and not is_timestamp(digits)
+    return is_card_digits(digits) and not is_timestamp(digits)
 
 
 def scan_bytes(data: bytes, where: str = "") -> list[Finding]:
+    findings = _scan_plain(data, where)
+    for match in BASE64_RUN.finditer(data):
+        decoded = _decode_base64(match.group())
+        if decoded:
+            findings.extend(Finding(f"{where} (base64 at byte {match.start()})", match.start(), f.digits)
+                            for f in _scan_plain(decoded, where))
+    return findings
+
+
+def _scan_plain(data: bytes, where: str) -> list[Finding]:
     findings = []
-    for match in DIGIT_RUN.finditer(data):
-        digits = match.group().decode("ascii")
-        if looks_like_card_number(digits):
+    for match in CANDIDATE.finditer(data):
+        text = match.group().decode("ascii")
+        digits = digits_of(text)
+        # a timestamp is only ever bare; a grouped number is never one
+        if is_card_digits(digits) and not (digits == text and is_timestamp(digits)):
             findings.append(Finding(where, match.start(), digits))
     return findings
+
+
+def _decode_base64(token: bytes) -> bytes | None:
+    try:
+        return base64.b64decode(token.rstrip(b"=") + b"=" * (-len(token.rstrip(b"=")) % 4))
+    except (binascii.Error, ValueError):
+        return None
 
 
 def scan_paths(paths: Iterable[Path]) -> list[Finding]:

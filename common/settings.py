@@ -67,6 +67,10 @@ class Settings:
     detector_groups: str = _env("FRAUD_DETECTOR_GROUPS",
                                 "rules=double_swipe,impossible_travel,amount_anomaly,velocity;ml=ml_score")
 
+    # Key of the HMAC that stands in a dead letter for the hash of an original holding a card number
+    # (docs/architecture.md, "Bad input"); empty: a random key per run of the job.
+    dlq_hash_key: str = _env("FRAUD_DLQ_HASH_KEY", "")
+
     # --- Spark ---------------------------------------------------------------------------------
     spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
     # The driver's address: loopback for the local stack; a reachable address on a real cluster.
@@ -137,7 +141,7 @@ class Settings:
         rows = []
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if "password" in f.name and value:
+            if ("password" in f.name or f.name.endswith("_key")) and value:
                 value = "***"
             elif isinstance(value, str) and "://" in value and "@" in value:  # a URL with credentials
                 value = value.split("://", 1)[0] + "://***@" + value.rsplit("@", 1)[1]

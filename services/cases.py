@@ -32,6 +32,7 @@ import logging
 import sys
 from typing import Any, Awaitable, Callable, MutableMapping
 
+from common.card_numbers import safe_excerpt
 from common.cli_errors import run_command
 from common.contracts import ContractError, parse_event_time
 from common.kafka_io import json_bytes
@@ -128,7 +129,7 @@ async def handle_enriched(raw: Any, table: MutableMapping[str, Any], store: Case
     try:
         alert = decode_alert(raw)
     except ContractError as exc:
-        log.error("enriched alert breaks the contract, ignored: %s (%.200r)", exc, raw)
+        log.error("enriched alert breaks the contract, ignored: %s (%s)", exc, safe_excerpt(raw))
         return []
     card_id = alert["card_id"]
     state = table.get(card_id)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Iterable, Sequence
 
+from common.card_numbers import safe_excerpt
 from common.cli_errors import run_command
 from common.contracts import ContractError, card_key, customer_key, merchant_key, parse_event_time
 from common.kafka_io import json_bytes
@@ -127,7 +128,7 @@ async def process_batch(raw_values: Sequence[Any], store: RedisContextStore, pub
             alert = decode_alert(raw)
         except ContractError as exc:
             result.invalid += 1
-            log.error("alert breaks the contract, not enriched: %s (%.200r)", exc, raw)
+            log.error("alert breaks the contract, not enriched: %s (%s)", exc, safe_excerpt(raw))
             continue
         if alert["alert_id"] in alerts:
             result.duplicates += 1

@@ -1,34 +1,117 @@
-"""Dead-letter records for ``transactions.dlq``: the reason, the original bytes and where they came from.
+"""Dead-letter records for ``transactions.dlq``: the reason, a safe copy of the original and where it came from.
 
-Built natively in Spark from the rows ``spark_job.parsing.invalid_records`` sets aside. The original
-key and value are base64-encoded, so any bytes survive JSON; values larger than ``MAX_DLQ_ORIGINAL_BYTES``
-keep their first bytes, their size and their SHA-256 (the source topic/partition/offset still points at
-the whole record while the topic retains it), so one huge record cannot make the DLQ write fail.
+Built natively in Spark (no Python per record) from the rows ``spark_job.parsing.invalid_records`` sets
+aside. What a dead letter keeps of the original key and of its value, each:
+
+- a copy, base64-encoded (any bytes survive JSON), of at most ``MAX_DLQ_KEY_BYTES`` /
+  ``MAX_DLQ_ORIGINAL_BYTES``, with the original's size and whether it was cut: however large the
+  record, its dead letter fits the producer's request limit, so one record cannot stop the query;
+- card numbers in the copy masked (``common.card_numbers``: length, first six and last four digits
+  kept), so a rejected card number is never written again, in clear or in base64;
+- a hash of the whole original: SHA-256 when it holds no card number; when it holds one, an
+  HMAC-SHA256 keyed with ``FRAUD_DLQ_HASH_KEY`` instead, because a plain hash of a value whose copy
+  shows all but six digits of the number is brute-forced in a moment.
+
+The dead letter's Kafka key is the key's copy (capped, masked), so one card's bad records still share a
+partition. ``source_topic``/``source_partition``/``source_offset`` point at the whole original while the
+topic retains it.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+import hashlib
+import logging
+import secrets
+from functools import lru_cache
+
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from common import card_numbers as CN
+from common.settings import Settings
+from spark_job.parsing import candidate_digits, card_number_candidates, holds_card_number, is_card_candidate
+
+log = logging.getLogger(__name__)
+
 MAX_DLQ_ORIGINAL_BYTES = 256 * 1024
+MAX_DLQ_KEY_BYTES = 1024      # a key is a card_id of at most 128 characters; anything longer is not one
+TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 
-def dlq_values(invalid: DataFrame) -> DataFrame:
-    """One JSON string per invalid record (column ``value``) keyed by the original key (``key``)."""
-    size = F.coalesce(F.length("value"), F.lit(0))
-    kept = F.when(size > MAX_DLQ_ORIGINAL_BYTES, F.substring("value", 1, MAX_DLQ_ORIGINAL_BYTES)).otherwise(F.col("value"))
+def dlq_values(invalid: DataFrame, hash_key: bytes) -> DataFrame:
+    """One JSON string per invalid record (column ``value``) keyed by the capped, masked original key."""
+    key = _safe_copy(F.col("key"), MAX_DLQ_KEY_BYTES, hash_key)
+    value = _safe_copy(F.col("value"), MAX_DLQ_ORIGINAL_BYTES, hash_key)
     record = F.struct(
         F.col("reason"),
         F.col("topic").alias("source_topic"),
         F.col("partition").alias("source_partition"),
         F.col("offset").alias("source_offset"),
-        F.date_format("timestamp", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("source_timestamp"),
-        F.base64("key").alias("key_base64"),
-        F.base64(kept).alias("value_base64"),
-        size.alias("value_size"),
-        (size > MAX_DLQ_ORIGINAL_BYTES).alias("value_truncated"),
-        F.sha2(F.coalesce(F.col("value"), F.lit(b"").cast("binary")), 256).alias("value_sha256"),
-        F.date_format(F.current_timestamp(), "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias("dead_lettered_at"),
+        F.date_format("timestamp", TIME_FORMAT).alias("source_timestamp"),
+        F.base64(key["copy"]).alias("key_base64"),
+        key["size"].alias("key_size"),
+        key["truncated"].alias("key_truncated"),
+        key["sha256"].alias("key_sha256"),
+        key["hmac"].alias("key_hmac_sha256"),
+        F.base64(value["copy"]).alias("value_base64"),
+        value["size"].alias("value_size"),
+        value["truncated"].alias("value_truncated"),
+        value["sha256"].alias("value_sha256"),
+        value["hmac"].alias("value_hmac_sha256"),
+        (key["masked"] | value["masked"]).alias("card_number_masked"),
+        F.date_format(F.current_timestamp(), TIME_FORMAT).alias("dead_lettered_at"),
     )
-    return invalid.select(F.col("key").cast("string").alias("key"), F.to_json(record).alias("value"))
+    return invalid.select(key["copy"].cast("string").alias("key"), F.to_json(record).alias("value"))
+
+
+def _safe_copy(original: Column, limit: int, hash_key: bytes) -> dict[str, Column]:
+    """The capped, masked copy of a binary column and what describes the whole original."""
+    size = F.coalesce(F.length(original), F.lit(0))          # bytes, for a binary column
+    truncated = size > limit
+    capped = F.when(truncated, F.substring(original, 1, limit)).otherwise(original)
+    capped_text = capped.cast("string")
+    # The cut can leave a card number's first digits standing alone: look at the capped copy too.
+    masked = F.coalesce(holds_card_number(original.cast("string"))
+                        | (truncated & holds_card_number(capped_text)), F.lit(False))
+    whole = F.coalesce(original, F.lit(b"").cast("binary"))
+    return {
+        "copy": F.when(masked, F.encode(mask_card_numbers(capped_text), "UTF-8")).otherwise(capped),
+        "size": size,
+        "truncated": truncated,
+        "masked": masked,
+        "sha256": F.when(~masked, F.sha2(whole, 256)),
+        "hmac": F.when(masked, hmac_sha256(whole, hash_key)),
+    }
+
+
+def mask_card_numbers(text: Column) -> Column:
+    """``common.card_numbers.mask_card_numbers`` natively: each card number found replaced by its mask."""
+    def masked(candidate: Column) -> Column:
+        digits = candidate_digits(candidate)
+        hidden = F.length(digits) - (CN.KEEP_FIRST + CN.KEEP_LAST)
+        return F.concat(F.substring(digits, 1, CN.KEEP_FIRST), F.call_function("repeat", F.lit("*"), hidden),
+                        F.substring(digits, -CN.KEEP_LAST, CN.KEEP_LAST))
+
+    cards = F.filter(card_number_candidates(text), is_card_candidate)
+    return F.aggregate(cards, text, lambda acc, card: F.replace(acc, card, masked(card)))
+
+
+def hmac_sha256(message: Column, key: bytes) -> Column:
+    """HMAC-SHA256 (RFC 2104) of a binary column, hex, from two of Spark's SHA-256: Spark has no HMAC."""
+    block = hashlib.sha256(key).digest() if len(key) > 64 else key
+    block = block.ljust(64, b"\0")
+    inner_pad, outer_pad = bytes(b ^ 0x36 for b in block), bytes(b ^ 0x5C for b in block)
+    inner = F.unhex(F.sha2(F.concat(F.lit(inner_pad), message), 256))
+    return F.sha2(F.concat(F.lit(outer_pad), inner), 256)
+
+
+@lru_cache(maxsize=None)
+def _random_key() -> bytes:
+    log.warning("FRAUD_DLQ_HASH_KEY is not set: dead letters holding a card number are hashed with a key of "
+                "this run only (their hashes cannot be compared with other runs')")
+    return secrets.token_bytes(32)
+
+
+def dlq_hash_key(settings: Settings) -> bytes:
+    """The key of the dead letters' HMAC: ``FRAUD_DLQ_HASH_KEY``, or a random one for this process."""
+    return settings.dlq_hash_key.encode() if settings.dlq_hash_key else _random_key()

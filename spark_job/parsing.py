@@ -16,6 +16,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from common import card_numbers as CN
 from common import contracts as C
 from detectors.base import TRANSACTION_SCHEMA
 
@@ -33,6 +34,31 @@ def _jtype(name: str) -> Column:
 
 def _text(name: str) -> Column:
     return F.col(f"_s_{name}")
+
+
+def _whole(pattern) -> str:
+    """A contract pattern (matched whole in Python) for ``rlike``, which searches: \\A and \\z, not ^ and $
+    (Java's $ also matches before a final line terminator)."""
+    return rf"\A(?:{pattern.pattern})\z"
+
+
+def holds_card_number(text: Column) -> Column:
+    """``common.card_numbers.holds_card_number`` natively: a candidate whose digits pass Luhn."""
+    return F.exists(card_number_candidates(text), is_card_candidate)
+
+
+def card_number_candidates(text: Column) -> Column:
+    """Every match of ``CANDIDATE_PATTERN`` in ``text`` (the same pattern in Java)."""
+    return F.regexp_extract_all(text, F.lit(CN.CANDIDATE_PATTERN), F.lit(0))
+
+
+def candidate_digits(candidate: Column) -> Column:
+    return F.regexp_replace(candidate, CN.SEPARATORS_PATTERN, "")
+
+
+def is_card_candidate(candidate: Column) -> Column:
+    digits = candidate_digits(candidate)
+    return F.length(digits).between(CN.MIN_DIGITS, CN.MAX_DIGITS) & F.call_function("luhn_check", digits)
 
 
 def _is_number(jtype: Column) -> Column:
@@ -131,12 +157,10 @@ def with_validation(raw: DataFrame) -> DataFrame:
         (~F.col("_json_ok"), F.lit("value is not valid JSON")),
         # exactly one top-level value inside the wrapper, else there was trailing data
         (F.col("_values") != 1, F.lit("value is not valid JSON")),
+        (~F.col("_canonical") & F.col("value").cast("string").rlike(C.LONE_SURROGATE_RE.pattern),
+         F.lit("value is not valid JSON")),
         (~root_type.startswith("OBJECT"),
-         F.concat(F.lit("value is a JSON "), F.when(root_type.startswith("ARRAY"), "list")
-                  .when(root_type == "STRING", "str").when(root_type == "BOOLEAN", "bool")
-                  .when(root_type == "VOID", "NoneType")
-                  .when(root_type == "BIGINT", "int").otherwise("Decimal"),
-                  F.lit(", not an object"))),
+         F.concat(F.lit("value is a JSON "), _json_type_name(root_type), F.lit(", not an object"))),
     ]
     for name in C.REQUIRED_FIELDS:
         checks.append((_jtype(name).isNull(), F.lit(f"missing required field {name}")))
@@ -148,9 +172,9 @@ def with_validation(raw: DataFrame) -> DataFrame:
         checks.append((F.length(F.trim(_text(name))) == 0, F.lit(f"{name} is empty")))
         checks.append((F.length(_text(name)) > C.MAX_ID_LENGTH,
                        F.lit(f"{name} is longer than {C.MAX_ID_LENGTH} characters")))
+    for name in C.ID_FIELDS:
+        checks.append((holds_card_number(_text(name)), F.lit(f"{name} holds a card number (PAN); ids must be tokens")))
     card = _text("card_id")
-    checks.append((card.rlike(C.PAN_LIKE_RE.pattern) & F.expr("luhn_check(_s_card_id)"),
-                   F.lit("card_id looks like a card number (PAN); cards must be tokens")))
 
     amount, amount_exact = F.col("_amount"), F.col("_amount_exact")
     checks += [
@@ -159,13 +183,13 @@ def with_validation(raw: DataFrame) -> DataFrame:
         (amount < 0, F.lit("amount is negative")),
         (amount.isNull() | (amount > C.MAX_AMOUNT) | F.isnan(amount), F.lit("amount is absurdly large")),
         (amount_exact != F.round(amount_exact, 2), F.lit("amount has more than 2 decimals")),
-        (~_text("currency").rlike(C.CURRENCY_RE.pattern), F.lit("currency is not an ISO 4217 code")),
+        (~_text("currency").rlike(_whole(C.CURRENCY_RE)), F.lit("currency is not an ISO 4217 code")),
         (~_text("channel").isin(*C.CHANNELS), F.lit(f"channel must be one of {', '.join(C.CHANNELS)}")),
-        (~_text("mcc").rlike(C.MCC_RE.pattern), F.lit("mcc is not a 4-digit merchant category code")),
+        (~_text("mcc").rlike(_whole(C.MCC_RE)), F.lit("mcc is not a 4-digit merchant category code")),
     ]
     event_time = F.col("_event_time")
     checks += [
-        (~_text("event_time").rlike(C.EVENT_TIME_RE.pattern), F.lit("event_time is not ISO-8601 UTC with milliseconds")),
+        (~_text("event_time").rlike(_whole(C.EVENT_TIME_RE)), F.lit("event_time is not ISO-8601 UTC with milliseconds")),
         (event_time.isNull(), F.lit("event_time is not a real date")),
         (event_time < F.lit(C.MIN_EVENT_TIME.strftime("%Y-%m-%d %H:%M:%S")).cast("timestamp"),
          F.lit("event_time is absurdly far in the past")),

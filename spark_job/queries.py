@@ -27,7 +27,7 @@ from detectors.ops import keep
 from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from spark_job.codegen import CodegenByBatchSize
-from spark_job.dead_letters import dlq_values
+from spark_job.dead_letters import dlq_hash_key, dlq_values
 from spark_job.options import DLQ_QUERY, SINKS, QueryPlan, RunOptions, plan_queries
 from spark_job.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
 
@@ -74,7 +74,7 @@ def alert_rows(alerts: DataFrame, settings: Settings, sink: str) -> DataFrame:
 
 def dlq_rows(checked: DataFrame, settings: Settings) -> DataFrame:
     """Dead-letter records of ``checked`` (validated rows, or ``read_once`` of them)."""
-    return dlq_values(invalid_records(checked)).select(
+    return dlq_values(invalid_records(checked), dlq_hash_key(settings)).select(
         F.lit("dlq").alias("kind"), F.lit(settings.topic_dlq).alias("topic"), "key", "value")
 
 

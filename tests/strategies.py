@@ -10,7 +10,7 @@ import json
 import random
 from datetime import timedelta
 
-from common.contracts import CHANNELS, MAX_VALUE_BYTES, format_event_time
+from common.contracts import CHANNELS, MAX_VALUE_BYTES, format_event_time, luhn_valid
 from tests.builders import T0, pan_like
 
 FIELDS = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "amount", "currency",
@@ -18,7 +18,28 @@ FIELDS = ["txn_id", "card_id", "customer_id", "merchant_id", "terminal_id", "amo
 WRONG_VALUES = [None, 7, 1.5, True, "x", "", [1], {"a": 1}, -3, 12.345, "2026-11-22 10:00:00",
                 "1999-12-31T23:59:59.999Z", "2099-01-01T00:00:00.000Z", "2026-02-30T10:00:00.000Z",
                 pan_like(), "eur", "web", "54111", 91.0, -181.0, 1e9, 1e400, " ", 0.1, 100]
-KINDS = ["good", "good", "good", "field", "field", "missing", "bytes", "key", "shape"]
+KINDS = ["good", "good", "good", "field", "field", "missing", "bytes", "key", "shape", "id", "text"]
+ID_FIELDS = FIELDS[:5]
+
+
+def pan_forms(pan: str) -> list[str]:
+    """A card number as people write it: bare, spaced, dashed, inside an id, with a trailing newline."""
+    spaced = " ".join(pan[i:i + 4] for i in range(0, len(pan), 4))
+    return [pan, spaced, spaced.replace(" ", "-"), "card-" + pan, pan + "\n", " " + spaced,
+            pan[:4] + " " + pan[4:10] + " " + pan[10:]]
+
+
+def odd_text(rng: random.Random, good: str) -> str:
+    """Text a careless or hostile producer sends where a short ASCII string belongs."""
+    return rng.choice([
+        good + "\n", good + "\r", good + "\u2028", "\n" + good, good.translate(ARABIC_DIGITS),
+        good.translate(FULLWIDTH_DIGITS), good + "\ud800", "\U0001f4b3" * rng.choice([1, 128, 129]),
+        "x" * rng.choice([127, 128, 129, 200, 5000]), "\u00e9" * rng.choice([128, 129]),
+    ])
+
+
+ARABIC_DIGITS = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
+FULLWIDTH_DIGITS = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
 
 
 def _id(rng: random.Random, prefix: str) -> str:
@@ -40,6 +61,12 @@ def valid_transaction(rng: random.Random) -> dict:
     }
 
 
+def pan_of_length(rng: random.Random, length: int) -> str:
+    """A random Luhn-valid number of ``length`` digits, made at run time."""
+    body = str(rng.choice([3, 4, 5, 6])) + "".join(rng.choices("0123456789", k=length - 2))
+    return next(body + str(d) for d in range(10) if luhn_valid(body + str(d)))
+
+
 def _dump(value) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
@@ -55,6 +82,14 @@ def kafka_record(rng: random.Random) -> tuple[bytes | None, bytes]:
         del txn[rng.choice(FIELDS)]
     elif kind == "key":
         key = rng.choice([None, b"", b"someone-else", txn["card_id"].upper().encode()])
+    elif kind == "id":                      # a card number, in any of its forms, in any id field
+        name = rng.choice(ID_FIELDS)
+        txn[name] = rng.choice(pan_forms(rng.choice([pan_like(), pan_of_length(rng, rng.randint(13, 19))])))
+        key = txn["card_id"].encode()
+    elif kind == "text":                    # newlines, non-ASCII digits, surrogates, ids over 128 characters
+        name = rng.choice(ID_FIELDS + ["currency", "event_time", "channel", "mcc"])
+        txn[name] = odd_text(rng, txn[name])
+        key = txn["card_id"].encode("utf-8", "surrogatepass")
     value = _dump(txn)
     if kind == "bytes":
         value = rng.choice([
@@ -64,6 +99,10 @@ def kafka_record(rng: random.Random) -> tuple[bytes | None, bytes]:
             value.replace(b'"amount":', b'"amount":NaN,"x":', 1), value + b"\n",
             # JSON whitespace before the value: an object is still one, a list still is not
             b" \t\r\n" + value, b"\n [1, 2]", b"\t\"{not an object}\"",
+            # top-level scalars, and UTF-8 that is not: overlong encodings, encoded surrogates
+            b"true", b"false", b"1.5", b"-0.0", b"1e5", b"12", b"123456789012345678901234567890",
+            value.replace(b"{", b"{\"x\":\"\xc0\xaf\",", 1), value.replace(b"{", b"{\"x\":\"\xed\xa0\x80\",", 1),
+            value.replace(b"{", b"{\"x\":\"\xe0\x80\xaf\",", 1), value.replace(b"{", b"{\"x\":\"\xf4\x90\x80\x80\",", 1),
         ])
     elif kind == "shape":
         value = _dump([txn]) if rng.random() < 0.5 else _dump({"transaction": txn})

@@ -9,6 +9,8 @@ must agree with it, and the running pipeline must dead-letter exactly the record
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import random
 from datetime import datetime, timezone
@@ -16,13 +18,18 @@ from datetime import datetime, timezone
 from hypothesis import HealthCheck, Phase, given, settings as hsettings
 from hypothesis import strategies as st
 
+from common.card_numbers import mask_card_numbers
 from common.contracts import ContractError, alert_id, decode_transaction
 from common.kafka_io import make_producer, read_topic
+from common.pan_scan import scan_bytes, scan_records
+from common.waiting import wait_until
+from spark_job.dead_letters import MAX_DLQ_KEY_BYTES, MAX_DLQ_ORIGINAL_BYTES, dlq_values
 from spark_job.parsing import with_validation
 from spark_job.queries import RunOptions, start_detectors
 from detectors.base import TRANSACTION_SCHEMA
 from producers.simulator import SimConfig, Simulator
-from tests.strategies import kafka_records, valid_transaction
+from tests.builders import pan_like
+from tests.strategies import kafka_records, pan_forms, valid_transaction
 
 RECORD_TIME = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
@@ -126,9 +133,98 @@ def test_every_bad_record_is_dead_lettered_and_every_good_one_processed(stack, t
     for position, letter in dead.items():
         assert letter["reason"].split(":")[0] == bad[position]
         assert letter["source_topic"] == s.topic_transactions
-        original = base64.b64decode(letter["value_base64"])
-        assert letter["value_truncated"] or len(original) == letter["value_size"]
+        copy = base64.b64decode(letter["value_base64"])
+        assert letter["value_truncated"] or letter["card_number_masked"] or len(copy) == letter["value_size"]
+    assert scan_records(dlq) == []                                 # card numbers were sent, none came back
     processed = sorted(json.loads(r.value)["txn_ids"][0] for r in alerts)
     assert processed == good                                       # every good one, once
     assert sorted(json.loads(r.value)["alert_id"] for r in alerts) == sorted(
         alert_id("every_transaction", [t]) for t in good)
+
+
+HASH_KEY = b"a key of the tests"
+
+
+def _dead_letters(spark, records):
+    rows = [("bad", key, value, "transactions", 0, offset, RECORD_TIME.replace(tzinfo=None))
+            for offset, (key, value) in enumerate(records)]
+    df = spark.createDataFrame(rows, "reason string, key binary, value binary, topic string, partition int, "
+                                     "offset long, timestamp timestamp")
+    return [(row.key, json.loads(row.value)) for row in dlq_values(df, HASH_KEY).orderBy("offset").collect()]
+
+
+def test_a_dead_letter_caps_and_hashes_the_key_and_masks_card_numbers(spark):
+    """Keys are capped and hashed like values; a card number anywhere is masked in the copy (as the
+    Python mask does) and the original's hash is keyed; everything else is kept byte for byte."""
+    pan = pan_like()
+    huge_key, huge_value = b"k" * 600_000, b"v" * 300_000
+    records = [(huge_key, huge_value), (pan.encode(), json.dumps({"card_id": pan, "note": pan_forms(pan)[1]}).encode()),
+               (b"card-1", b"\xff\xfe not utf-8"), (None, None),
+               (b"k" * (MAX_DLQ_KEY_BYTES - 6) + pan.encode()[:10], b"x")]     # the cut leaves no number behind
+    rng = random.Random(3)
+    records += [(key, value) for key, value in kafka_records(rng, 400) if value]
+    letters = _dead_letters(spark, records)
+
+    for (key, value), (dlq_key, letter) in zip(records, letters):
+        for part, original, limit in (("key", key, MAX_DLQ_KEY_BYTES), ("value", value, MAX_DLQ_ORIGINAL_BYTES)):
+            original = original or b""
+            copy = base64.b64decode(letter.get(f"{part}_base64", ""))
+            assert letter[f"{part}_size"] == len(original) and letter[f"{part}_truncated"] == (len(original) > limit)
+            capped = original[:limit]
+            if scan_bytes(original) or scan_bytes(capped):
+                assert copy == mask_card_numbers(capped.decode("utf-8", "replace")).encode(), original[:200]
+                assert f"{part}_sha256" not in letter
+                assert letter[f"{part}_hmac_sha256"] == hmac.new(HASH_KEY, original, hashlib.sha256).hexdigest()
+                assert letter["card_number_masked"]
+            else:
+                assert copy == capped and f"{part}_hmac_sha256" not in letter
+                assert letter[f"{part}_sha256"] == hashlib.sha256(original).hexdigest()
+        assert dlq_key == (None if key is None else base64.b64decode(letter["key_base64"]).decode("utf-8", "replace"))
+        assert not scan_bytes(json.dumps(letter).encode()) and not scan_bytes((dlq_key or "").encode())
+        assert len(json.dumps(letter)) + len(dlq_key or "") < 512 * 1024
+    assert letters[1][0] == pan[:6] + "******" + pan[-4:]
+    assert sum(letter["card_number_masked"] for _, letter in letters) > 20
+
+
+def test_a_huge_key_and_card_numbers_do_not_stop_the_dead_letters(stack, topics, spark, tmp_path_factory):
+    """A 600 KB key made a dead letter over the producer's 1 MiB limit: the transaction aborted, every
+    replay failed the same way and, with --shared, every detector stopped with it."""
+    from tests.detectors_for_tests import EVERY_TRANSACTION
+
+    s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 1),
+                      topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"))
+    pan, rng = pan_like(), random.Random(11)
+    good = valid_transaction(rng)
+    with_pan = valid_transaction(rng) | {"card_id": pan}
+    spaced = valid_transaction(rng) | {"merchant_id": pan_forms(pan)[1]}
+    records = [(b"k" * 600_000, b"not json"), (pan.encode(), json.dumps(with_pan).encode()),
+               (spaced["card_id"].encode(), json.dumps(spaced).encode()),
+               (good["card_id"].encode(), json.dumps(good).encode())]
+    producer = make_producer(s, max_request_size=4 * 1024 * 1024)
+    for key, value in records:
+        producer.send(s.topic_transactions, key=key, value=value).get(timeout=30)
+    producer.close()
+
+    queries = start_detectors(spark, [EVERY_TRANSACTION], s,
+                              RunOptions(checkpoint_root=tmp_path_factory.mktemp("checkpoints"), shared=True))
+    try:
+        def arrived():
+            stopped = [q for q in queries if not q.isActive]
+            assert not stopped, stopped[0].exception()
+            dead = read_topic(s, s.topic_dlq, timeout=30)
+            return dead if len(dead) >= 3 else None
+        dlq = wait_until(arrived, timeout=240, what="three dead letters")
+        alerts = read_topic(s, s.topic_alerts, min_records=1, timeout=120)
+        assert all(q.isActive for q in queries)
+    finally:
+        for query in queries:
+            query.stop()
+
+    letters = sorted((json.loads(r.value) for r in dlq), key=lambda letter: letter["source_offset"])
+    assert [letter["reason"] for letter in letters] == [
+        "value is not valid JSON", "card_id holds a card number (PAN); ids must be tokens",
+        "merchant_id holds a card number (PAN); ids must be tokens"]
+    huge = next(letter for letter in letters if letter["key_size"] == 600_000)
+    assert huge["key_truncated"] and len(base64.b64decode(huge["key_base64"])) == MAX_DLQ_KEY_BYTES
+    assert [json.loads(r.value)["txn_ids"] for r in alerts] == [[good["txn_id"]]]
+    assert scan_records(dlq) == []                                 # keys, values and their base64 fields

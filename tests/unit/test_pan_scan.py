@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import namedtuple
 
 from common.contracts import luhn_valid
@@ -54,3 +55,31 @@ def test_look_alikes_are_not_card_numbers():
     assert scan_bytes(in_hash) == [] and scan_bytes(fraction) == []
     assert scan_bytes(b"ts=" + millis.encode() + b" card=" + valid16.encode())[0].digits == valid16
     assert [f.digits for f in scan_bytes(b"at the end of a sentence: " + valid16.encode() + b".")] == [valid16]
+
+
+def test_spaced_dashed_and_base64_card_numbers_are_found():
+    import base64
+
+    pan = pan_like()
+    spaced = " ".join(pan[i:i + 4] for i in range(0, 16, 4))
+    amex_like = luhn_valid_run(15, "37")
+    amex_spaced = f"{amex_like[:4]} {amex_like[4:10]} {amex_like[10:]}"
+    for text, digits in ((spaced, pan), (spaced.replace(" ", "-"), pan), (amex_spaced, amex_like),
+                         (f"on 2026-11-22: {spaced}.", pan)):
+        assert [f.digits for f in scan_bytes(text.encode())] == [digits], text
+    letter = {"reason": "card_id holds a card number (PAN)",
+              "key_base64": base64.b64encode(pan.encode()).decode(),
+              "value_base64": base64.b64encode(f'{{"card_id":"{spaced}"}}'.encode()).decode()}
+    findings = scan_bytes(json.dumps(letter).encode(), "dlq/0@1")
+    assert [f.digits for f in findings] == [pan, pan] and all("base64" in str(f) for f in findings)
+    assert pan not in "".join(map(str, findings))
+
+
+def test_dates_dashed_ids_and_hashes_in_base64_are_not_card_numbers():
+    import base64
+    import hashlib
+
+    digest = hashlib.sha256(b"x").hexdigest()
+    text = (f"txn-1234-00001-000042 2026-11-22 10:15:30 {digest} "
+            f"{base64.b64encode(hashlib.sha256(b'y').digest()).decode()} 1234 5678 9012 3456 7890")
+    assert scan_bytes(text.encode()) == []

@@ -51,7 +51,7 @@ def test_bad_lines_are_reported_with_their_number_and_reason(tmp_path):
     bad = problems(path)
     assert [(b.number, b.problem) for b in bad] == [
         (2, "amount is negative: -1"), (3, "value is not valid JSON"),
-        (5, "card_id looks like a card number (PAN); cards must be tokens")]
+        (5, "card_id holds a card number (PAN); ids must be tokens")]
 
 
 def test_a_file_with_a_bad_line_is_refused_whole(tmp_path):

@@ -43,8 +43,8 @@ def test_a_bad_value_gives_a_clear_error():
 
 
 def test_secrets_are_masked_when_described():
-    s = Settings.from_env(environ={"FRAUD_KAFKA_SASL_PASSWORD": "hunter2"})
-    assert "hunter2" not in str(s.describe())
+    s = Settings.from_env(environ={"FRAUD_KAFKA_SASL_PASSWORD": "hunter2", "FRAUD_DLQ_HASH_KEY": "pepper9"})
+    assert "hunter2" not in str(s.describe()) and "pepper9" not in str(s.describe())
 
 
 def test_connector_pom_pins_the_installed_pyspark_version():

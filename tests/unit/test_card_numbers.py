@@ -1,0 +1,91 @@
+"""Card numbers in every form are refused in every id, never quoted in a reason or a log, and masked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from common.card_numbers import card_numbers_in, mask_card_numbers, safe_excerpt
+from common.contracts import ID_FIELDS, ContractError, decode_transaction
+from common.pan_scan import scan_bytes
+from services import cases, enricher
+from tests.builders import BASE_TIME, make_alert, pan_like, txn
+
+pytestmark = pytest.mark.unit
+
+
+def forms(pan: str) -> list[str]:
+    spaced = " ".join(pan[i:i + 4] for i in range(0, len(pan), 4))
+    return [pan, spaced, spaced.replace(" ", "-"), "card-" + pan, " " + pan, pan + "\n"]
+
+
+def record(**fields) -> bytes:
+    return json.dumps(txn(0) | fields).encode()
+
+
+@pytest.mark.parametrize("name", ID_FIELDS)
+def test_a_card_number_in_any_form_in_any_id_field_is_refused_with_a_contract_error(name):
+    for form in forms(pan_like()):
+        with pytest.raises(ContractError, match=f"^{name} holds a card number"):
+            decode_transaction(record(**{name: form}))
+    decode_transaction(record(**{name: "txn-1234-00001-000042"}))     # dashed digits of an id are not one
+
+
+@pytest.mark.parametrize("name, text, reason", [
+    ("currency", "EUR\n", "currency is not"), ("mcc", "5411\n", "mcc is not"),
+    ("mcc", "\u0665\u0664\u0661\u0661", "mcc is not"), ("mcc", "\uff15\uff14\uff11\uff11", "mcc is not"),
+    ("event_time", "2026-11-22T10:15:30.123Z\n", "event_time is not ISO-8601"),
+    ("event_time", "\u0662\u0660\u0662\u0666-11-22T10:15:30.123Z", "event_time is not ISO-8601"),
+])
+def test_patterns_match_the_whole_string_in_ascii_digits(name, text, reason):
+    """Python's $ matched before a trailing newline and its \\d took any script's digits; Spark's did not."""
+    with pytest.raises(ContractError, match=f"^{reason}"):
+        decode_transaction(record(**{name: text}))
+
+
+def test_reasons_never_quote_a_card_number():
+    pan = pan_like()
+    for fields in ({"amount": int(pan)}, {"amount": -int(pan)}, {"lat": int(pan)},
+                   {"event_time": pan + " 10:00"}):
+        with pytest.raises(ContractError) as error:
+            decode_transaction(record(**fields))
+        assert pan not in str(error.value) and not scan_bytes(str(error.value).encode()), fields
+
+
+def test_masking_keeps_the_length_and_at_most_the_first_six_and_last_four_digits():
+    pan = pan_like()
+    masked = pan[:6] + "*" * 6 + pan[-4:]
+    for prefix, form in zip(["", "", "", "card-"], forms(pan)[:4]):
+        assert card_numbers_in(f"x {form} y") == [form[len(prefix):]]
+        assert mask_card_numbers(f'{{"pan":"{form}"}}') == f'{{"pan":"{prefix}{masked}"}}'
+    assert mask_card_numbers("txn-1234-00001-000042 2026-11-22 0.9876543210987654") == \
+        "txn-1234-00001-000042 2026-11-22 0.9876543210987654"
+    cut = safe_excerpt(b"x" * 190 + pan.encode() + b"9999", limit=200)   # the cut leaves 7 digits of it
+    assert not scan_bytes(cut.encode())
+
+
+def test_the_services_log_a_rejected_alert_without_its_card_number(caplog):
+    pan = pan_like()
+    bad = make_alert(pan, ["t1"]) | {"score": 7}                     # breaks the contract, names a card
+    caplog.set_level(logging.ERROR)
+
+    async def publish(records):
+        raise AssertionError("nothing to publish")
+
+    result = asyncio.run(enricher.process_batch([json.dumps(bad)], None, publish, BASE_TIME))
+    assert result.invalid == 1
+    assert asyncio.run(cases.handle_enriched(json.dumps(bad).encode(), {}, None, None)) == []
+    assert len(caplog.records) == 2 and pan[:6] in caplog.text
+    assert not scan_bytes(caplog.text.encode())
+
+
+def test_a_json_escape_of_half_a_surrogate_pair_is_not_valid_json():
+    """Spark's parser turns it into "?": the record would pass both validators with different ids."""
+    for text in ("t-1\ud800", "t-1\udcb3", "\\\ud800"):
+        with pytest.raises(ContractError, match="^value is not valid JSON"):
+            decode_transaction(record(txn_id=text))
+    for text in ("t-\U0001f4b3", "t-\\ud800"):                       # a pair; an escaped backslash and "ud800"
+        assert decode_transaction(record(txn_id=text))["txn_id"] == text
