@@ -119,8 +119,8 @@ docker-engine: ## start dockerd when no Docker engine answers (root); `make comp
 	@deploy/docker/engine.sh start
 compose-images: docker-engine ## build the compose stack's images (first run on Debian-built images: ~15 min, then cached)
 	@deploy/docker/compose-plugin.sh
-	@if [ "$$($(COMPOSE) images)" = local ]; then echo "no image registry: building the images from Debian (deploy/docker/local-images.sh)"; deploy/docker/local-images.sh; fi
-	nice -n 10 $(COMPOSE) build
+	@if [ "$$($(COMPOSE) which-images)" = local ]; then echo "no image registry: building the images from Debian (deploy/docker/local-images.sh)"; deploy/docker/local-images.sh; fi
+	COMPOSE_PARALLEL_LIMIT=1 nice -n 10 $(COMPOSE) build   # one at a time: the dashboard reuses the app image's layers
 compose-up: compose-images ## the whole diamond in containers: Kafka, Redis, topics, a model, services; returns when healthy
 	$(COMPOSE) up -d --wait --wait-timeout 900
 compose-down: ## stop the compose stack, delete its volumes, stop a dockerd that make docker-engine started

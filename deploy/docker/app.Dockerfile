@@ -58,6 +58,7 @@ COPY --from=jars /out/spark-kafka /opt/fraud/jars/spark-kafka
 RUN groupadd --system --gid 10001 fraud \
     && useradd --system --uid 10001 --gid fraud --home-dir /home/fraud --create-home --shell /usr/sbin/nologin fraud \
     && mkdir -p /var/lib/fraud/run /var/lib/fraud/cache /var/lib/fraud/checkpoints /var/lib/fraud/models \
+        /var/lib/fraud/work \
     && chown -R fraud:fraud /var/lib/fraud
 
 WORKDIR /app
@@ -78,7 +79,11 @@ ENV FRAUD_SPARK_JARS_DIR=/opt/fraud/jars/spark-kafka \
 
 # By number, so the host and Kubernetes' runAsNonRoot can check it without /etc/passwd.
 USER 10001:10001
-# Workers have no port to probe: compose restarts them when they exit. The dashboard stage has one.
+# The services run in a folder of their own: Spark creates its session artifacts (artifacts/spark-*)
+# under the working directory, and the code's folder is read-only for the user.
+WORKDIR /var/lib/fraud/work
+# Each service's probe differs (python -m spark_job.health, services.health): the compose file sets it.
+# The dashboard stage has its own.
 HEALTHCHECK NONE
 # Harmless default: print every setting as the container sees it. Compose gives each service its command.
 CMD ["python", "-m", "deploy", "settings"]

@@ -4,7 +4,7 @@
 # images (local-images.env) when COMPOSE_IMAGES=local, or =auto (the default) and the official images
 # are neither here nor pullable (no registry answers).
 #
-#   deploy/docker/compose.sh images        which images: prints `official` or `local`
+#   deploy/docker/compose.sh which-images  which images: prints `official` or `local`
 #   deploy/docker/compose.sh ARGS...       docker compose -f deploy/docker-compose.yml [--env-file …] ARGS...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,7 +26,7 @@ images() {
     esac
 }
 
-if [[ ${1:-} == images ]]; then
+if [[ ${1:-} == which-images ]]; then
     images
     exit 0
 fi

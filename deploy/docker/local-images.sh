@@ -18,7 +18,7 @@ BASE=fraud-local/debian:bookworm
 deploy/docker/base-image.sh "$BASE"
 build() {   # build <image> <dockerfile>
     local started=$SECONDS
-    if ! nice -n 10 docker build -q -f "$2" --build-arg "BASE_IMAGE=$BASE" \
+    if ! nice -n 10 docker build -q --force-rm -f "$2" --build-arg "BASE_IMAGE=$BASE" \
             --build-arg "MAVEN_IMAGE=$(image MAVEN_IMAGE)" --build-arg "JRE_IMAGE=$(image JRE_IMAGE)" \
             -t "$1" . > ".cache/docker/build-${1//[\/:]/-}.log" 2>&1; then
         echo "local images: building $1 failed; the end of .cache/docker/build-${1//[\/:]/-}.log:" >&2

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from common.settings import REPO_ROOT, Settings
+from tests.compose_file import INTERPOLATION, interpolate
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a dev dependency: pip install -e '.[dev]'")
 dockerfile = pytest.importorskip("dockerfile", reason="dockerfile is a dev dependency: pip install -e '.[dev]'")
@@ -30,7 +31,6 @@ COMPOSE_FILE = DEPLOY / "docker-compose.yml"
 DOCKERFILE = DEPLOY / "docker" / "app.Dockerfile"
 CONSTRAINTS = DEPLOY / "docker" / "constraints.txt"
 SETTINGS_ENV = {f.metadata["env"]: f for f in dataclasses.fields(Settings)}
-INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}")
 # Settings that fix where the pipeline's records go: every service must see the same values.
 TOPIC_LAYOUT = {env for env in SETTINGS_ENV
                 if env.startswith(("FRAUD_TOPIC_", "FRAUD_PARTITIONS_")) or env == "FRAUD_REPLICATION_FACTOR"}
@@ -39,23 +39,6 @@ TOPIC_LAYOUT = {env for env in SETTINGS_ENV
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-def interpolate(value, environ: dict[str, str] | None = None):
-    """Compose's ``${VAR}`` / ``${VAR:-default}`` substitution, with the defaults (no host values)."""
-    environ = environ or {}
-    if isinstance(value, str):
-        def sub(match):
-            name, op, arg = match.group(1), match.group(2), match.group(3)
-            if name in environ and (environ[name] or op != ":-"):
-                return environ[name]
-            return arg if op in {":-", "-"} else ""
-        return INTERPOLATION.sub(sub, value)
-    if isinstance(value, list):
-        return [interpolate(v, environ) for v in value]
-    if isinstance(value, dict):
-        return {k: interpolate(v, environ) for k, v in value.items()}
-    return value
-
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
@@ -325,6 +308,9 @@ def test_resource_limits_fit_a_two_core_eight_gigabyte_laptop(services):
         assert float(limits[name]["cpus"]) <= 2.0, name
     total = sum(_megabytes(limits[name]["memory"]) for name in LONG_RUNNING)
     assert total <= LAPTOP_MEMORY_MB, f"the long-running services may take {total:.0f} MB"
+    # The one-shot model training runs before the detector job starts (depends_on), not beside it.
+    while_training = total - _megabytes(limits["detectors"]["memory"]) + _megabytes(limits["train"]["memory"])
+    assert while_training <= LAPTOP_MEMORY_MB, f"while the model trains: {while_training:.0f} MB"
     driver = _megabytes(interpolate("${SPARK_DRIVER_MEMORY:-2g}"))
     assert _megabytes(limits["detectors"]["memory"]) >= driver + 1024, "the Spark driver's heap and Python"
 
@@ -446,6 +432,19 @@ def test_dockerfile_bakes_the_connector_jars_with_the_projects_maven_files():
     baked = {pairs[i]: pairs[i + 1] for pairs in envs for i in range(0, len(pairs), 2)}
     assert baked["FRAUD_SPARK_JARS_DIR"] == "/opt/fraud/jars/spark-kafka"
     assert all(k in SETTINGS_ENV for k in baked if k.startswith("FRAUD_"))
+
+
+def test_services_run_in_a_working_directory_their_user_owns():
+    """Spark creates ``artifacts/spark-*`` under the working directory when a query starts; the code's
+    folder (/app) is read-only for the services' user, so a query could never start there."""
+    commands = list(dockerfile.parse_file(str(DOCKERFILE)))
+    app = commands[:next(i for i, c in enumerate(commands) if c.cmd.upper() == "FROM" and c.value[-1] == "dashboard")]
+    user_index = max(i for i, c in enumerate(app) if c.cmd.upper() == "USER")
+    workdir = [c.value[0] for c in app if c.cmd.upper() == "WORKDIR"][-1]
+    assert any(c.cmd.upper() == "WORKDIR" for c in app[user_index:]), "no WORKDIR for the user's own processes"
+    assert workdir.startswith("/var/lib/fraud/"), workdir
+    created = " ".join(c.value[0] for c in app if c.cmd.upper() == "RUN" and "chown -R fraud:fraud /var/lib/fraud" in c.value[0])
+    assert workdir in created, f"{workdir} is not created for the user"
 
 
 def test_image_constraints_agree_with_pyproject_pins():
