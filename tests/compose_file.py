@@ -56,3 +56,32 @@ def declared_services(environ: dict[str, str] | None = None) -> dict[str, dict]:
                           "command": shlex.split(command) if isinstance(command, str) else command,
                           "environment": {k: str(v) for k, v in env.items()}}
     return declared
+
+
+def differences(declared: dict[str, dict], containers: list[dict], image_env: dict[str, list[str]]) -> list[str]:
+    """How containers (``docker inspect``) differ from ``declared`` (``declared_services``): another
+    service list, image, command, declared variable, or a variable neither declared nor the image's."""
+    found: list[str] = []
+    ran: dict[str, dict] = {}
+    for container in containers:
+        service = container["Config"]["Labels"]["com.docker.compose.service"]
+        if service in ran:
+            found.append(f"two containers of {service}")
+        ran[service] = container
+    if set(ran) != set(declared):
+        found.append(f"services: ran {sorted(ran)}, declared {sorted(declared)}")
+    for service in sorted(set(ran) & set(declared)):
+        want, config = declared[service], ran[service]["Config"]
+        if config["Image"] != want["image"]:
+            found.append(f"{service}: image {config['Image']}, declared {want['image']}")
+        if want["command"] is not None and config["Cmd"] != want["command"]:
+            found.append(f"{service}: command {config['Cmd']}, declared {want['command']}")
+        env = dict(item.split("=", 1) for item in config["Env"] or [])
+        baked = dict(item.split("=", 1) for item in image_env.get(config["Image"], []))
+        wrong = sorted(k for k, v in want["environment"].items() if env.get(k) != v)
+        extra = sorted(k for k, v in env.items() if k not in want["environment"] and baked.get(k) != v)
+        if wrong:
+            found.append(f"{service}: other values of {wrong} than declared")
+        if extra:
+            found.append(f"{service}: variables neither declared nor the image's: {extra}")
+    return found

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from tests.compose_file import declared_services, env_file, variables
+from tests.compose_file import declared_services, differences, env_file, variables
 
 pytestmark = pytest.mark.timeout(1500)
 
@@ -29,23 +29,8 @@ def _declared(run) -> dict[str, dict]:
 
 
 def test_the_stack_ran_exactly_the_services_commands_and_environment_the_compose_file_declares(compose_run):
-    declared = _declared(compose_run)
-    ran: dict[str, dict] = {}
-    for container in compose_run.compose["containers"]:
-        service = container["Config"]["Labels"]["com.docker.compose.service"]
-        assert service not in ran, f"two containers of {service}"
-        ran[service] = container
-    assert set(ran) == set(declared), "the services that ran are not those of deploy/docker-compose.yml"
-    for service, container in ran.items():
-        want, config = declared[service], container["Config"]
-        assert config["Image"] == want["image"], service
-        if want["command"] is not None:
-            assert config["Cmd"] == want["command"], service
-        env = dict(item.split("=", 1) for item in config["Env"])
-        image_env = dict(item.split("=", 1) for item in compose_run.compose["image_env"].get(config["Image"], []))
-        assert {k: env.get(k) for k in want["environment"]} == want["environment"], service
-        extra = {k: v for k, v in env.items() if k not in want["environment"] and image_env.get(k) != v}
-        assert not extra, f"{service} ran with variables the compose file does not declare: {sorted(extra)}"
+    found = differences(_declared(compose_run), compose_run.compose["containers"], compose_run.compose["image_env"])
+    assert not found, "the stack the suite ran is not deploy/docker-compose.yml:\n" + "\n".join(found)
 
 
 def test_the_detector_container_was_killed_and_the_broker_restarted(compose_run):
