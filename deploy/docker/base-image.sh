@@ -46,5 +46,6 @@ certs=("$EXTRA_CA_DIR"/*.crt)
 [[ -e ${certs[0]} ]] && cp "${certs[@]}" "$ctx/" || certs=()
 printf 'FROM %s\nCOPY . /usr/local/share/ca-certificates/\n' "$IMAGE-rootfs" > "$ctx/Dockerfile"
 echo Dockerfile > "$ctx/.dockerignore"
-DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" "$ctx" >/dev/null
+DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" "$ctx" >.cache/docker/base-image.log 2>&1 \
+    || { echo "base image: adding the CA certificates failed:" >&2; tail -n 5 .cache/docker/base-image.log >&2; exit 1; }
 echo "base image: $IMAGE with ${#certs[@]} CA certificate(s) of this machine from $EXTRA_CA_DIR"

@@ -16,10 +16,12 @@ if [[ -x $PLUGIN ]] && "$PLUGIN" version 2>/dev/null | grep -q "$VERSION"; then
 fi
 command -v go >/dev/null || { echo "compose plugin: \`docker compose\` is missing and Go is not installed to build it (install Docker Compose v2, or Go)" >&2; exit 1; }
 echo "compose plugin: building docker compose $VERSION from its Go module (once; a few minutes) ..."
-dir=$(go mod download -json "github.com/docker/compose/v2@$VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-[[ -d $dir ]] || { echo "compose plugin: downloading github.com/docker/compose/v2@$VERSION failed" >&2; exit 1; }
 mkdir -p "$(dirname "$PLUGIN")"
+LOG=.cache/docker/compose-plugin.log
+dir=$(go mod download -json "github.com/docker/compose/v2@$VERSION" 2>"$LOG" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+[[ -d $dir ]] || { echo "compose plugin: downloading github.com/docker/compose/v2@$VERSION failed (Go module proxy?): $(tail -n 2 "$LOG")" >&2; exit 1; }
 (cd "$dir" && nice -n 10 go build -trimpath -ldflags "-w -X github.com/docker/compose/v2/internal.Version=$VERSION" \
-    -o "$OLDPWD/$PLUGIN.partial" ./cmd)
+    -o "$OLDPWD/$PLUGIN.partial" ./cmd) >>"$LOG" 2>&1 \
+    || { echo "compose plugin: building failed; the end of $LOG:" >&2; tail -n 5 "$LOG" >&2; exit 1; }
 mv "$PLUGIN.partial" "$PLUGIN"
 echo "compose plugin: $("$PLUGIN" version) in $PLUGIN"
