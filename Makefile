@@ -10,7 +10,7 @@ PYTEST := $(PY) -m pytest
 
 .PHONY: help
 help: ## list every target
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  make %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed (found %s): install it and retry." % sys.version.split()[0])'
@@ -105,15 +105,28 @@ bench-quick: up ## the short form of make bench
 bench-producer: up ## simulator vs raw kafka-python producer throughput -> artifacts/bench/
 	$(PY) -m bench.producer_throughput
 
-# --- docker compose (needs a Docker engine) ----------------------------------------------------
-.PHONY: compose-up compose-down e2e-compose
-COMPOSE := docker compose -f deploy/docker-compose.yml
-compose-up: ## the whole diamond in containers: Kafka, Redis, topics, services
-	$(COMPOSE) up -d --build --wait
-compose-down: ## stop the compose stack and delete its volumes
-	$(COMPOSE) down -v
-e2e-compose: venv ## end-to-end tests against the compose stack (make compose-up first)
-	FRAUD_E2E_TARGET=compose FRAUD_KAFKA_BOOTSTRAP=127.0.0.1:$${KAFKA_HOST_PORT:-29092} \
+# --- docker compose ----------------------------------------------------------------------------
+# Every target starts the engine when none runs (root; one line saying why not otherwise) and builds
+# the compose plugin when the CLI has none. COMPOSE_IMAGES=official|local|auto (auto: the official
+# images when they are here or a registry answers, else images built here from Debian; docs/deployment.md).
+.PHONY: docker-engine compose-images compose-up compose-down e2e-compose
+COMPOSE := deploy/docker/compose.sh
+# Host ports of the compose stack for host-side clients (the compose file's defaults).
+COMPOSE_HOST_ENV = FRAUD_KAFKA_BOOTSTRAP=127.0.0.1:$${KAFKA_HOST_PORT:-29092} \
 	FRAUD_REDIS_URL=redis://127.0.0.1:$${REDIS_HOST_PORT:-26379}/0 \
-	FRAUD_DASHBOARD_HOST=127.0.0.1 FRAUD_DASHBOARD_PORT=$${DASHBOARD_HOST_PORT:-18765} \
-	$(PYTEST) -m e2e tests
+	FRAUD_DASHBOARD_HOST=127.0.0.1 FRAUD_DASHBOARD_PORT=$${DASHBOARD_HOST_PORT:-18765}
+docker-engine: ## start dockerd when no Docker engine answers (root); `make compose-down` stops only one started here
+	@deploy/docker/engine.sh start
+compose-images: docker-engine ## build the compose stack's images (first run on Debian-built images: ~15 min, then cached)
+	@deploy/docker/compose-plugin.sh
+	@if [ "$$($(COMPOSE) which-images)" = local ]; then echo "no image registry: building the images from Debian (deploy/docker/local-images.sh)"; deploy/docker/local-images.sh; fi
+	COMPOSE_PARALLEL_LIMIT=1 nice -n 10 $(COMPOSE) build   # one at a time: the dashboard reuses the app image's layers
+compose-up: compose-images ## the whole diamond in containers: Kafka, Redis, topics, a model, services; returns when healthy
+	$(COMPOSE) up -d --wait --wait-timeout 900
+compose-down: ## stop the compose stack, delete its volumes, stop a dockerd that make docker-engine started
+	@if deploy/docker/engine.sh status | grep -q 'engine: running'; then $(COMPOSE) down -v --remove-orphans; fi
+	@deploy/docker/engine.sh stop
+e2e-compose: venv ## the end-to-end suite against the compose stack: builds, starts, tests, tears down (also on failure)
+	@trap '$(MAKE) --no-print-directory compose-down' EXIT; \
+	$(MAKE) --no-print-directory compose-up || { $(COMPOSE) logs --no-color --tail 40; exit 1; }; \
+	FRAUD_E2E_TARGET=compose $(COMPOSE_HOST_ENV) $(PYTEST) -m e2e tests

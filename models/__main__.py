@@ -1,6 +1,6 @@
 """``python -m models``: train, report and list the fraud models.
 
-    python -m models train [--quick] [--profile handbook|default] [--seed S] [--days N] [--folds F] [--models a,b,...]
+    python -m models train [--quick] [--if-missing] [--profile handbook|default] [--seed S] [--days N] [--folds F] [--models a,b,...]
     python -m models report [--version latest|NAME|VERSION] [--out DIR]
     python -m models list
 """
@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--registry", default=None, help="registry folder (default: settings.model_registry)")
     train.add_argument("--report-dir", default=None, help="report folder (default: artifacts/models)")
     train.add_argument("--no-report", action="store_true", help="do not write the report")
+    train.add_argument("--if-missing", action="store_true",
+                       help="do nothing when the registry's latest model is usable (the compose stack's one-shot "
+                            "`train` service, which runs at every start)")
 
     report = sub.add_parser("report", help="write the Markdown + PNG report of a registered model",
                             description="Render artifacts/models/report.md and report.png from a registry version.")
@@ -69,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     from models import registry
 
     if args.command == "train":
+        if args.if_missing and (version := registry.latest_version(args.registry)) is not None:
+            print(f"{version} in {registry.registry_dir(args.registry)} is usable: nothing to train (--if-missing)")
+            return 0
         from models.data import DataSpec
         from models.report import DEFAULT_OUT, render
         from models.progress import terminal_progress

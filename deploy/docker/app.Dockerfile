@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # One image for every Python service of the project (topic init, producers, the Spark detector job,
 # the Faust enricher and case manager); deploy/docker-compose.yml picks the command per service.
 # The `dashboard` stage adds the dashboard's port, health check and command on top of the same layers.
@@ -10,9 +9,16 @@
 # `app` is Python 3.11 + that JRE + the pinned Python packages + the connector jars + the code.
 # Settings reach the containers as FRAUD_* environment variables only (common/settings.py): the
 # ones set here are facts of the image's layout; compose sets the connections.
+#
+# The three base images are build arguments: the official images by default; on a machine without an
+# image registry, Debian-built stand-ins with the same layout (deploy/docker/local-images.sh,
+# deploy/docker/local-images.env). No `# syntax=` line: the builder's own frontend, nothing to pull.
+ARG MAVEN_IMAGE=maven:3.9.9-eclipse-temurin-17
+ARG JRE_IMAGE=eclipse-temurin:17.0.15_6-jre-jammy
+ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
 
 # --- the Spark Kafka connector and its runtime dependencies, from Maven Central ----------------------
-FROM maven:3.9.9-eclipse-temurin-17 AS jars
+FROM ${MAVEN_IMAGE} AS jars
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 WORKDIR /build
 COPY deploy/maven/settings.xml deploy/maven/settings.xml
@@ -25,10 +31,10 @@ RUN mvn -B -q -s deploy/maven/settings.xml -f deploy/maven/spark-kafka/pom.xml \
     && find /out/spark-kafka -name '*.jar' -printf '%f\n' | sort > /out/spark-kafka/.complete
 
 # --- a Java 17 runtime for Spark (copied whole, so the Python image needs no apt pins) ---------------
-FROM eclipse-temurin:17.0.15_6-jre-jammy AS jre
+FROM ${JRE_IMAGE} AS jre
 
 # --- the services' image -----------------------------------------------------------------------------
-FROM python:3.11.13-slim-bookworm AS app
+FROM ${PYTHON_IMAGE} AS app
 ENV JAVA_HOME=/opt/java/openjdk \
     PATH=/opt/java/openjdk/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -52,6 +58,7 @@ COPY --from=jars /out/spark-kafka /opt/fraud/jars/spark-kafka
 RUN groupadd --system --gid 10001 fraud \
     && useradd --system --uid 10001 --gid fraud --home-dir /home/fraud --create-home --shell /usr/sbin/nologin fraud \
     && mkdir -p /var/lib/fraud/run /var/lib/fraud/cache /var/lib/fraud/checkpoints /var/lib/fraud/models \
+        /var/lib/fraud/work \
     && chown -R fraud:fraud /var/lib/fraud
 
 WORKDIR /app
@@ -72,7 +79,11 @@ ENV FRAUD_SPARK_JARS_DIR=/opt/fraud/jars/spark-kafka \
 
 # By number, so the host and Kubernetes' runAsNonRoot can check it without /etc/passwd.
 USER 10001:10001
-# Workers have no port to probe: compose restarts them when they exit. The dashboard stage has one.
+# The services run in a folder of their own: Spark creates its session artifacts (artifacts/spark-*)
+# under the working directory, and the code's folder is read-only for the user.
+WORKDIR /var/lib/fraud/work
+# Each service's probe differs (python -m spark_job.health, services.health): the compose file sets it.
+# The dashboard stage has its own.
 HEALTHCHECK NONE
 # Harmless default: print every setting as the container sees it. Compose gives each service its command.
 CMD ["python", "-m", "deploy", "settings"]

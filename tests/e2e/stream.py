@@ -70,6 +70,7 @@ class DiamondRun:
     drain_error: str | None = None
     timings: dict = field(default_factory=dict)      # seconds per phase
     local: dict = field(default_factory=dict)        # local target only: report, leftovers, messages
+    compose: dict = field(default_factory=dict)      # compose target only: faults, containers as inspected
 
     def mine(self, card_id: str) -> bool:
         return card_id.startswith(self.traffic.id_prefix)

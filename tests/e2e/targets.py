@@ -7,12 +7,17 @@
   (its logs stay in ``.run/e2e/<run>/logs``).
 - ``compose``: the containers of ``deploy/docker-compose.yml`` are already up (``make compose-up``);
   the suite reaches them through the host ports (``make e2e-compose`` sets the ``FRAUD_*`` variables),
-  loads the reference profiles, publishes the stream and reads the outputs. It starts nothing else.
+  loads the reference profiles, publishes the stream and reads the outputs. Two faults on the way
+  (``ComposeFaults``): the detector container is killed (``docker kill``) mid-stream and started again,
+  and the broker is restarted (``docker compose restart kafka``, its data on a volume) before the drain.
+  It records what the containers ran (``docker inspect``) for the check against the compose file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import shutil
 import socket
 import subprocess
@@ -142,6 +147,7 @@ def run_compose(settings: Settings, out: Path, say: Say) -> DiamondRun:
     check_compose_reachable(settings)
     traffic = new_traffic(start=_next_start(settings))
     env = settings.to_env()
+    faults = ComposeFaults(say)
     with ProcessGroup(out / "logs") as group:
         say("loading reference profiles into the compose stack's Redis ...")
         loader = group.start("load-reference", traffic.reference_args(), env)
@@ -149,8 +155,9 @@ def run_compose(settings: Settings, out: Path, say: Say) -> DiamondRun:
         if loader.proc.returncode != 0:
             raise RuntimeError(f"load-reference failed:\n{loader.tail()}")
         run = drive("compose", settings, traffic, out,
-                    lambda labels: group.start("producer", traffic.simulate_args(labels), env),
-                    lambda: None, say)
+                    lambda labels: faults.watch(group.start("producer", traffic.simulate_args(labels), env)),
+                    faults, say)
+    run.compose = {"faults": faults.done, **compose_containers()}
     run.pan_findings += scan_paths([out])
     run.scanned["files"] = sum(1 for f in out.rglob("*") if f.is_file())
     logs, error = compose_logs()
@@ -204,11 +211,103 @@ def _next_start(settings: Settings) -> datetime | None:
 
 def compose_logs() -> tuple[bytes | None, str | None]:
     """The containers' logs (``docker compose logs``), or why they could not be read."""
-    docker = shutil.which("docker")
-    if docker is None:
+    if shutil.which("docker") is None:
         return None, "the docker CLI is not on PATH"
-    result = subprocess.run([docker, "compose", "-f", str(REPO_ROOT / "deploy" / "docker-compose.yml"),
-                             "logs", "--no-color"], cwd=REPO_ROOT, capture_output=True, timeout=300)
+    result = subprocess.run([str(COMPOSE), "logs", "--no-color"], cwd=REPO_ROOT, capture_output=True, timeout=300)
     if result.returncode != 0:
         return None, result.stderr.decode(errors="replace")[-2000:]
     return result.stdout, None
+
+
+# The compose command of the make targets: the same file, plugin and image choice (local-images.env).
+COMPOSE = REPO_ROOT / "deploy" / "docker" / "compose.sh"
+LONG_RUNNING = ("kafka", "redis", "detectors", "enricher", "cases", "dashboard")
+KILL_DETECTORS_AFTER_S = 8.0       # into the producer's 20 s: the job is mid-stream
+HEALTHY_AGAIN_S = 600.0            # a Spark job restarting in its container on 2 shared cores
+
+
+def compose(*args: str, timeout: float = 300) -> str:
+    """``docker compose -f deploy/docker-compose.yml ARGS`` (deploy/docker/compose.sh); its stdout."""
+    result = subprocess.run([str(COMPOSE), *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"docker compose {' '.join(args)} failed: {result.stderr[-1000:]}")
+    return result.stdout
+
+
+def docker(*args: str, timeout: float = 120) -> str:
+    result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout)
+    if result.returncode != 0:
+        raise RuntimeError(f"docker {' '.join(args)} failed: {result.stderr[-1000:]}")
+    return result.stdout
+
+
+@functools.cache
+def container_of(service: str) -> str:
+    """The id of ``service``'s container (kept across kill, start and restart)."""
+    ids = compose("ps", "-a", "-q", service).split()
+    if len(ids) != 1:
+        raise RuntimeError(f"expected one container of {service}, found {ids}")
+    return ids[0]
+
+
+def container_state(*services: str) -> dict:
+    """``State`` of one service's container, or {service: State} of several (one docker inspect)."""
+    out = docker("inspect", "--format", "{{json .State}}", *map(container_of, services))
+    states = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return states[0] if len(services) == 1 else dict(zip(services, states))
+
+
+def wait_healthy(service: str, timeout: float) -> None:
+    wait_until(lambda: (container_state(service).get("Health") or {}).get("Status") == "healthy",
+               timeout, f"the {service} container to be healthy again", interval=2)
+
+
+def compose_containers() -> dict:
+    """What really ran: ``docker inspect`` of every container of the project (one-shot ones included),
+    the images' own environment, and the variables the compose file was read with."""
+    containers = json.loads(docker("inspect", *compose("ps", "-a", "-q").split()))
+    images = {c["Config"]["Image"] for c in containers}
+    image_env = {tag: image["Config"]["Env"] or [] for image in json.loads(docker("image", "inspect", *images))
+                 for tag in image["RepoTags"] or [image["Id"]]}
+    return {"containers": containers, "image_env": image_env,
+            "image_choice": subprocess.run([str(COMPOSE), "which-images"], cwd=REPO_ROOT, capture_output=True,
+                                           text=True, timeout=60).stdout.strip()}
+
+
+class ComposeFaults:
+    """``drive``'s check for the compose target: raises when a long-running container has stopped, and
+    puts the stack through two faults: ``docker kill`` of the detector container once the producer has
+    run ``KILL_DETECTORS_AFTER_S`` (then ``docker compose start``: exactly once across the crash), and,
+    once the producer is done and the job healthy again, ``docker compose restart kafka`` (the broker's
+    data is on a volume: nothing may be lost)."""
+
+    def __init__(self, say: Say):
+        self.say = say
+        self.producer = None
+        self.producer_started = 0.0
+        self.done: list[str] = []
+
+    def watch(self, producer):
+        self.producer, self.producer_started = producer, time.monotonic()
+        return producer
+
+    def __call__(self) -> None:
+        if self.producer is None:
+            return
+        if not self.done and time.monotonic() - self.producer_started >= KILL_DETECTORS_AFTER_S:
+            self.say("docker kill of the detector container mid-stream, then docker compose start ...")
+            docker("kill", container_of("detectors"))
+            wait_until(lambda: not container_state("detectors")["Running"], 60, "the killed container to stop",
+                       interval=0.5)
+            compose("start", "detectors")
+            self.done.append("kill detectors")
+        elif self.done == ["kill detectors"] and self.producer.proc.poll() is not None:
+            wait_healthy("detectors", HEALTHY_AGAIN_S)
+            self.say("docker compose restart kafka ...")
+            compose("restart", "kafka")
+            wait_healthy("kafka", 300)
+            self.done.append("restart kafka")
+        stopped = [name for name, state in container_state(*LONG_RUNNING).items()
+                   if state["Status"] in {"exited", "dead"}]
+        if stopped:
+            raise RuntimeError(f"compose services stopped: {stopped}")

@@ -44,7 +44,7 @@ def test_compose_file_is_valid_for_docker_compose(composecheck, profiles):
     result = composecheck(COMPOSE_FILE, *profiles)
     assert result.returncode == 0, result.stderr
     project = json.loads(result.stdout)
-    expected = {"kafka", "redis", "topics", "detectors", "enricher", "cases", "dashboard"}
+    expected = {"kafka", "redis", "topics", "train", "detectors", "enricher", "cases", "dashboard"}
     if profiles:
         expected |= {"reference", "producer"}
     assert set(project["services"]) == expected
@@ -54,9 +54,26 @@ def test_compose_file_is_valid_for_docker_compose(composecheck, profiles):
     assert detectors["environment"]["FRAUD_KAFKA_BOOTSTRAP"] == "kafka:9092"
     assert detectors["build"]["target"] == "app"
     assert detectors["depends_on"]["topics"]["condition"] == "service_completed_successfully"
+    assert detectors["depends_on"]["train"]["condition"] == "service_completed_successfully"
+    assert detectors["healthcheck"]["test"] == ["CMD-SHELL", "python -m spark_job.health "]
+    assert detectors["build"]["args"]["PYTHON_IMAGE"] == "python:3.11.13-slim-bookworm"
+    assert project["services"]["kafka"]["image"] == "apache/kafka:4.1.1"
     ports = project["services"]["dashboard"]["ports"]
     assert ports == [{"mode": "ingress", "host_ip": "127.0.0.1", "target": 8765,
                       "published": "18765", "protocol": "tcp"}]
+
+
+def test_the_local_images_env_file_replaces_every_image(composecheck):
+    from tests.compose_file import LOCAL_IMAGES_ENV, env_file
+
+    local = env_file(LOCAL_IMAGES_ENV)
+    result = composecheck(COMPOSE_FILE, env=local)
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    assert services["kafka"]["image"] == local["KAFKA_IMAGE"]
+    assert services["redis"]["image"] == local["REDIS_IMAGE"]
+    for name in ("topics", "train", "detectors", "enricher", "cases", "dashboard"):
+        assert services[name]["build"]["args"] == {k: local[k] for k in ("PYTHON_IMAGE", "JRE_IMAGE", "MAVEN_IMAGE")}
 
 
 def test_overridable_variables_reach_the_right_places(composecheck):
@@ -73,8 +90,8 @@ def test_overridable_variables_reach_the_right_places(composecheck):
     (("condition: service_healthy", "condition: service_hapy"), "condition"),
     (("    hostname: kafka", "    hostnme: kafka"), "hostnme"),
     (("      - kafka-data:/var/lib/kafka/data", "      - kafka-dta:/var/lib/kafka/data"), "kafka-dta"),
-    (("    <<: *app\n    command: python -m detectors run",
-      "    <<: *app\n    depends_on: [zookeeper]\n    command: python -m detectors run"), "zookeeper"),
+    (("    <<: *app\n    command: [\"python\", \"-m\", \"services.enricher\"",
+      "    <<: *app\n    depends_on: [zookeeper]\n    command: [\"python\", \"-m\", \"services.enricher\""), "zookeeper"),
 ])
 def test_validator_rejects_a_broken_compose_file(composecheck, tmp_path, breakage, message):
     old, new = breakage

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from common.settings import REPO_ROOT, Settings
+from tests.compose_file import INTERPOLATION, interpolate
 
 yaml = pytest.importorskip("yaml", reason="pyyaml is a dev dependency: pip install -e '.[dev]'")
 dockerfile = pytest.importorskip("dockerfile", reason="dockerfile is a dev dependency: pip install -e '.[dev]'")
@@ -30,7 +31,6 @@ COMPOSE_FILE = DEPLOY / "docker-compose.yml"
 DOCKERFILE = DEPLOY / "docker" / "app.Dockerfile"
 CONSTRAINTS = DEPLOY / "docker" / "constraints.txt"
 SETTINGS_ENV = {f.metadata["env"]: f for f in dataclasses.fields(Settings)}
-INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?+])([^}]*))?\}")
 # Settings that fix where the pipeline's records go: every service must see the same values.
 TOPIC_LAYOUT = {env for env in SETTINGS_ENV
                 if env.startswith(("FRAUD_TOPIC_", "FRAUD_PARTITIONS_")) or env == "FRAUD_REPLICATION_FACTOR"}
@@ -39,23 +39,6 @@ TOPIC_LAYOUT = {env for env in SETTINGS_ENV
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
-
-def interpolate(value, environ: dict[str, str] | None = None):
-    """Compose's ``${VAR}`` / ``${VAR:-default}`` substitution, with the defaults (no host values)."""
-    environ = environ or {}
-    if isinstance(value, str):
-        def sub(match):
-            name, op, arg = match.group(1), match.group(2), match.group(3)
-            if name in environ and (environ[name] or op != ":-"):
-                return environ[name]
-            return arg if op in {":-", "-"} else ""
-        return INTERPOLATION.sub(sub, value)
-    if isinstance(value, list):
-        return [interpolate(v, environ) for v in value]
-    if isinstance(value, dict):
-        return {k: interpolate(v, environ) for k, v in value.items()}
-    return value
-
 
 @pytest.fixture(scope="module")
 def compose() -> dict:
@@ -112,7 +95,7 @@ def dockerfile_problems(path: Path) -> list[str]:
     stages: list[dict] = []
     for cmd in dockerfile.parse_file(str(path)):
         if cmd.cmd.upper() == "FROM":
-            image = cmd.value[0]
+            image = resolve_args(cmd.value[0], dockerfile_global_args(path))
             alias = cmd.value[2] if len(cmd.value) >= 3 and cmd.value[1].upper() == "AS" else None
             known = {s["alias"] for s in stages}
             if image not in known:
@@ -138,6 +121,23 @@ def dockerfile_problems(path: Path) -> list[str]:
     return problems
 
 
+def dockerfile_global_args(path: Path) -> dict[str, str]:
+    """The ARGs declared before the first FROM, with their defaults (what a FROM may name)."""
+    found = {}
+    for cmd in dockerfile.parse_file(str(path)):
+        if cmd.cmd.upper() == "FROM":
+            break
+        if cmd.cmd.upper() == "ARG":
+            for pair in cmd.value:
+                name, _, default = pair.partition("=")
+                found[name] = default
+    return found
+
+
+def resolve_args(value: str, args: dict[str, str]) -> str:
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: args.get(m.group(1), m.group(0)), value)
+
+
 def dockerfile_stages(path: Path) -> list[str]:
     return [c.value[2] for c in dockerfile.parse_file(str(path))
             if c.cmd.upper() == "FROM" and len(c.value) >= 3 and c.value[1].upper() == "AS"]
@@ -148,11 +148,11 @@ def dockerfile_stages(path: Path) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 def test_compose_has_every_service_of_the_diamond(services):
-    assert {"kafka", "redis", "topics", "detectors", "enricher", "cases", "dashboard",
+    assert {"kafka", "redis", "topics", "train", "detectors", "enricher", "cases", "dashboard",
             "reference", "producer"} <= set(services)
     assert services["producer"].get("profiles") == ["demo"]
     assert services["reference"].get("profiles") == ["demo"]
-    for name in ("kafka", "redis", "topics", "detectors", "enricher", "cases", "dashboard"):
+    for name in ("kafka", "redis", "topics", "train", "detectors", "enricher", "cases", "dashboard"):
         assert not services[name].get("profiles"), f"{name} must start with a plain `up`"
 
 
@@ -162,6 +162,7 @@ def test_service_commands_are_the_project_entry_points(services):
         return cmd.split() if isinstance(cmd, str) else cmd
 
     assert command("topics")[:3] == ["python", "-m", "deploy.create_topics"]
+    assert command("train")[:4] == ["python", "-m", "models", "train"]
     assert command("detectors")[:4] == ["python", "-m", "detectors", "run"]
     assert command("enricher")[:4] == ["python", "-m", "services.enricher", "worker"]
     assert command("cases")[:4] == ["python", "-m", "services.cases", "worker"]
@@ -211,7 +212,7 @@ def test_every_published_port_is_bound_to_loopback(services):
 
 def test_app_services_get_settings_only_as_known_fraud_variables(services):
     apps = app_services(services)
-    assert set(apps) == {"topics", "detectors", "enricher", "cases", "dashboard", "reference", "producer"}
+    assert set(apps) == {"topics", "train", "detectors", "enricher", "cases", "dashboard", "reference", "producer"}
     for name, service in apps.items():
         env = environment(service)
         unknown = sorted(set(env) - set(SETTINGS_ENV))
@@ -263,6 +264,69 @@ def test_dependencies_wait_for_health_and_for_the_topics(services):
     assert "kafka-broker-api-versions.sh" in " ".join(services["kafka"]["healthcheck"]["test"])
     assert "redis-cli ping" in " ".join(services["redis"]["healthcheck"]["test"])
     assert "/healthz" in " ".join(services["dashboard"]["healthcheck"]["test"])
+
+
+LONG_RUNNING = ("kafka", "redis", "detectors", "enricher", "cases", "dashboard")
+LAPTOP_MEMORY_MB = 6656          # what Docker Desktop gets of an 8 GB laptop, the documented minimum
+
+
+def test_every_long_running_service_has_a_health_check_that_names_its_own_probe(services):
+    """`up --wait` returns when these are healthy: the detector job once every query reported progress,
+    the Faust workers once they are members of their consumer groups."""
+    for name in LONG_RUNNING:
+        assert services[name].get("healthcheck", {}).get("test"), f"{name} has no health check"
+    probe = {name: " ".join(services[name]["healthcheck"]["test"]) for name in LONG_RUNNING}
+    assert "python -m spark_job.health" in probe["detectors"]
+    assert probe["enricher"].endswith("services.health enricher")
+    assert probe["cases"].endswith("services.health cases")
+    import services.health
+    import spark_job.health
+    assert callable(spark_job.health.main) and callable(services.health.main)
+
+
+def test_the_detector_job_waits_for_a_model_trained_once_on_a_shared_volume(services):
+    """ml_score needs a registered model: the one-shot `train` service puts one on the `models` volume
+    (unless one is there) and the detector job starts only after it succeeded."""
+    assert depends_on(services["detectors"]).get("train") == "service_completed_successfully"
+    train = services["train"]
+    assert train["restart"] == "no" and "--if-missing" in train["command"]
+    registry = next(v for c in dockerfile.parse_file(str(DOCKERFILE)) if c.cmd.upper() == "ENV"
+                    for k, v in zip(c.value[0::2], c.value[1::2]) if k == "FRAUD_MODEL_REGISTRY")
+    for name in ("train", "detectors"):
+        assert f"models:{registry}" in services[name]["volumes"], name
+
+
+def _megabytes(size: str) -> float:
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)([kmg]?)b?", size.lower()).groups()
+    return float(number) * {"k": 1 / 1024, "m": 1, "g": 1024, "": 1 / 1024 / 1024}[unit]
+
+
+def test_resource_limits_fit_a_two_core_eight_gigabyte_laptop(services):
+    limits = {name: s.get("deploy", {}).get("resources", {}).get("limits", {}) for name, s in services.items()}
+    for name in (*LONG_RUNNING, "train"):
+        assert limits[name].get("cpus") and limits[name].get("memory"), f"{name} has no CPU and memory limit"
+        assert float(limits[name]["cpus"]) <= 2.0, name
+    total = sum(_megabytes(limits[name]["memory"]) for name in LONG_RUNNING)
+    assert total <= LAPTOP_MEMORY_MB, f"the long-running services may take {total:.0f} MB"
+    # The one-shot model training runs before the detector job starts (depends_on), not beside it.
+    while_training = total - _megabytes(limits["detectors"]["memory"]) + _megabytes(limits["train"]["memory"])
+    assert while_training <= LAPTOP_MEMORY_MB, f"while the model trains: {while_training:.0f} MB"
+    driver = _megabytes(interpolate("${SPARK_DRIVER_MEMORY:-2g}"))
+    assert _megabytes(limits["detectors"]["memory"]) >= driver + 1024, "the Spark driver's heap and Python"
+
+
+def test_every_image_is_overridable_and_defaults_to_the_pinned_official_one(services):
+    raw = yaml.safe_load(COMPOSE_FILE.read_text())["services"]
+    assert raw["kafka"]["image"] == "${KAFKA_IMAGE:-apache/kafka:4.1.1}"
+    assert raw["redis"]["image"] == "${REDIS_IMAGE:-redis:7.4.2-bookworm}"
+    defaults = dockerfile_global_args(DOCKERFILE)
+    assert set(defaults) == {"PYTHON_IMAGE", "JRE_IMAGE", "MAVEN_IMAGE"}
+    for name, service in app_services(services).items():
+        assert service["build"]["args"] == defaults, f"{name}: build args differ from the Dockerfile's defaults"
+    local = dict(line.split("=", 1) for line in (DEPLOY / "docker" / "local-images.env").read_text().splitlines()
+                 if line and not line.startswith("#"))
+    assert set(local) == set(defaults) | {"KAFKA_IMAGE", "REDIS_IMAGE"}
+    assert all(image.startswith("fraud-local/") for image in local.values())
 
 
 def _active(service: dict, profiles: set[str]) -> bool:
@@ -368,6 +432,19 @@ def test_dockerfile_bakes_the_connector_jars_with_the_projects_maven_files():
     baked = {pairs[i]: pairs[i + 1] for pairs in envs for i in range(0, len(pairs), 2)}
     assert baked["FRAUD_SPARK_JARS_DIR"] == "/opt/fraud/jars/spark-kafka"
     assert all(k in SETTINGS_ENV for k in baked if k.startswith("FRAUD_"))
+
+
+def test_services_run_in_a_working_directory_their_user_owns():
+    """Spark creates ``artifacts/spark-*`` under the working directory when a query starts; the code's
+    folder (/app) is read-only for the services' user, so a query could never start there."""
+    commands = list(dockerfile.parse_file(str(DOCKERFILE)))
+    app = commands[:next(i for i, c in enumerate(commands) if c.cmd.upper() == "FROM" and c.value[-1] == "dashboard")]
+    user_index = max(i for i, c in enumerate(app) if c.cmd.upper() == "USER")
+    workdir = [c.value[0] for c in app if c.cmd.upper() == "WORKDIR"][-1]
+    assert any(c.cmd.upper() == "WORKDIR" for c in app[user_index:]), "no WORKDIR for the user's own processes"
+    assert workdir.startswith("/var/lib/fraud/"), workdir
+    created = " ".join(c.value[0] for c in app if c.cmd.upper() == "RUN" and "chown -R fraud:fraud /var/lib/fraud" in c.value[0])
+    assert workdir in created, f"{workdir} is not created for the user"
 
 
 def test_image_constraints_agree_with_pyproject_pins():

@@ -46,3 +46,24 @@ def test_every_step_of_a_run_is_reported_in_order():
     for text in ("features", *[f"{m} fold {i}" for m in config.models for i in range(4)]):
         steps.finished(text)
     assert [d for d, _, _ in heard] == list(range(1, 10)) and {t for _, t, _ in heard} == {9}
+
+
+def test_if_missing_trains_only_when_the_registry_has_no_usable_model(tmp_path, monkeypatch, capsys):
+    """The compose stack's one-shot `train` service runs at every start: a usable model is kept."""
+    from models import registry
+
+    class Trained(Exception):
+        pass
+
+    def train(*_args, **_kwargs):
+        raise Trained
+    monkeypatch.setattr(training, "train", train)
+    monkeypatch.setattr(registry, "latest_version", lambda folder=None: "v-usable")
+    assert main(["train", "--quick", "--no-report", "--if-missing", "--registry", str(tmp_path)]) == 0
+    assert "v-usable" in capsys.readouterr().out
+    monkeypatch.setattr(registry, "latest_version", lambda folder=None: None)   # none, or a stale one
+    with pytest.raises(Trained):
+        main(["train", "--quick", "--no-report", "--if-missing", "--registry", str(tmp_path)])
+    monkeypatch.setattr(registry, "latest_version", lambda folder=None: "v-usable")
+    with pytest.raises(Trained):                                                 # without the flag: trains
+        main(["train", "--quick", "--no-report", "--registry", str(tmp_path)])
