@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 CLOSED_CASE_TTL_SECONDS = 7 * 24 * 3600  # open cases have no TTL: they leave Redis when the case manager closes them
 MINUTE_TTL_SECONDS = 2 * 24 * 3600
 TRIM_EVERY = 200
-SWEEP_EVERY = timedelta(hours=1)         # of a partition's event time: how often its forgotten cards are looked for
+SWEEP_EVERY = timedelta(hours=6)         # of a partition's event time: how often its forgotten cards are looked for
 RESTORE_CHUNK = 200                      # cards per MULTI/EXEC when Redis is rebuilt
 REDIS_CHECK_S = 5.0                      # how often the case manager checks that Redis still has its cases
 
