@@ -7,8 +7,9 @@ deployments or test runs can share one Redis without seeing each other's cases.
 |---------------------------------------|------------|------------|------------------------------------------------|
 | {ns}:seen:enricher:{alert_id}         | string+TTL | enricher   | "1" once the enriched alert is acknowledged    |
 | {ns}:card-alerts:{card_id}            | zset+TTL   | enricher   | alert_id -> event time (ms): recent alert count |
-| {ns}:case:{case_id}                   | string+TTL | cases      | the case as JSON (latest version)              |
+| {ns}:case:{case_id}                   | string(+TTL) | cases    | the case as JSON (latest version); TTL 7 days once closed |
 | {ns}:cases:open                       | zset       | cases      | case_id -> updated_at (ms), open cases         |
+| {ns}:cases:restored                   | hash       | cases      | partition -> run_id of the Redis its cases were written back to (another run_id: Redis restarted; rebuilt from the table) |
 | {ns}:cases:closed                     | zset       | cases      | case_id -> updated_at (ms), newest 500 kept    |
 | {ns}:alerts:latest                    | zset       | cases      | alert_id -> detected_at (ms), newest 1000 kept |
 | {ns}:alerts:data                      | hash       | cases      | alert_id -> its summary JSON (same 1000), ingested_at kept, no latency_ms |
@@ -42,6 +43,10 @@ class RedisKeys:
     @property
     def open_cases(self) -> str:
         return f"{self.ns}:cases:open"
+
+    @property
+    def restored_partitions(self) -> str:
+        return f"{self.ns}:cases:restored"
 
     @property
     def closed_cases(self) -> str:

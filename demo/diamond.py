@@ -74,6 +74,12 @@ class Traffic:
     start: datetime | None = None           # first simulated moment; None: the simulator's fixed day
     late_fraction: float | None = None      # None: the simulator's default (0.5 % arrive minutes late)
     jitter_seconds: float | None = None     # None: the simulator's default (up to 3 s out of order)
+    count: int | None = None                # this many transactions however long they take, instead of duration
+
+    @property
+    def transactions(self) -> int:
+        """How many transactions the run publishes (about, when bounded by ``duration``)."""
+        return self.count if self.count else int(self.duration * self.rate)
 
     def world_args(self) -> list[str]:
         args = ["--seed", str(self.seed)]
@@ -90,8 +96,9 @@ class Traffic:
 
     def simulate_args(self, labels_path: Path) -> list[str]:
         """Every label goes to ``labels_path`` (the ground truth), none to Kafka."""
-        args = ["-m", "producers", "simulate", *self.world_args(), "--duration", str(self.duration),
-                "--rate", str(self.rate), "--labels-out", str(labels_path), "--no-labels-topic", "--no-progress"]
+        bound = ["--count", str(self.count)] if self.count else ["--duration", str(self.duration)]
+        args = ["-m", "producers", "simulate", *self.world_args(), *bound, "--rate", str(self.rate),
+                "--labels-out", str(labels_path), "--no-labels-topic", "--no-progress"]
         for scenario in self.scenarios:
             args += ["--scenario", scenario]
         if self.late_fraction is not None:

@@ -164,6 +164,16 @@ class Service:
         self.pid_file.unlink(missing_ok=True)
         return True
 
+    def kill(self) -> bool:
+        """SIGKILL: a crash, without the service's own shutdown (the chaos suite's harder faults)."""
+        pid = self.pid()
+        if pid is None:
+            return False
+        _signal_group(pid, signal.SIGKILL)
+        wait_until(lambda: not _alive(pid), 10, f"{self.name} to die", interval=0.1)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
     def tail(self, lines: int = 15) -> str:
         return tail_file(self.log_file, lines)
 

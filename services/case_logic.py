@@ -14,6 +14,10 @@ A case is everything suspicious about one card in one burst of activity:
 - idempotent: applying an alert_id already in the case (or in the card's previous case) changes
   nothing, and the result does not depend on the order alerts arrive in (alerts are kept sorted by
   event time), so a redelivery after a crash is harmless.
+- forgetting: a card with no alert for ``CARD_RETENTION`` (7 days) of event time is forgotten (its
+  state deleted: a tombstone in the table's changelog, so memory and restore time stay bounded); its
+  open case is closed first (``forget_card``). Longer than ``CASE_WINDOW``: a forgotten card's next
+  alert would have opened a new case anyway.
 - times: ``opened_at`` / ``updated_at`` are the earliest / latest ``detected_at`` of its alerts (when the
   case was first and last known), ``first_event_time`` / ``last_event_time`` their event times. No wall
   clock is read: the same alerts always give the same case.
@@ -23,7 +27,7 @@ Case format (the value published to the ``cases`` topic, key = card_id, and stor
     {case_id, card_id, status: "open" | "closed", version, opened_at, updated_at, first_event_time,
      last_event_time, alert_count, alert_ids, detectors, txn_ids, score, severity,
      alerts: [{alert_id, detector, detector_version, score, reason, event_time, detected_at,
-               txn_ids, merchant_name, distance_from_home_km}],
+               ingested_at, txn_ids, merchant_name, distance_from_home_km}],
      customer_id, segment, merchants, max_distance_from_home_km, profile_missing,
      closed_reason (closed cases only)}
 """
@@ -31,12 +35,13 @@ Case format (the value published to the ``cases`` topic, key = card_id, and stor
 from __future__ import annotations
 
 import hashlib
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Mapping
 
 from common.contracts import parse_event_time
 
 CASE_WINDOW = timedelta(hours=24)
+CARD_RETENTION = timedelta(days=7)
 MAX_ALERTS_PER_CASE = 200  # a case is one table value and one Kafka record: keep it well under 1 MB
 MAX_MERCHANTS = 20
 SEVERITIES = ((0.5, "low"), (0.8, "medium"), (0.95, "high"))
@@ -74,6 +79,7 @@ def _alert_entry(alert: Mapping[str, Any]) -> dict:
         "reason": alert["reason"],
         "event_time": alert["event_time"],
         "detected_at": alert["detected_at"],
+        "ingested_at": alert.get("ingested_at"),     # the dashboard's latency, when Redis is rebuilt from cases
         "txn_ids": list(alert["txn_ids"]),
         "merchant_name": enrichment.get("merchant_name"),
         "distance_from_home_km": enrichment.get("distance_from_home_km"),
@@ -181,3 +187,23 @@ def apply_to_card(state: Mapping[str, Any] | None, alert: Mapping[str, Any]) -> 
         return {"case": result, "previous_case": closed}, [closed, result]
     state["case"] = result
     return state, [result]
+
+
+def last_event_time(state: Mapping[str, Any] | None) -> datetime | None:
+    """The event time of the card's latest alert (in its open or its previous case)."""
+    times = [parse_event_time(case["last_event_time"]) for case in current_versions(state)]
+    return max(times) if times else None
+
+
+def forgotten(state: Mapping[str, Any] | None, now: datetime) -> bool:
+    """Whether the card has had no alert for ``CARD_RETENTION`` of event time at ``now`` (event time)."""
+    latest = last_event_time(state)
+    return latest is not None and now - latest > CARD_RETENTION
+
+
+def forget_card(state: Mapping[str, Any] | None) -> list[dict]:
+    """The case versions to publish before the card is forgotten: its open case, closed."""
+    case = (state or {}).get("case")
+    if case is None or case["status"] != "open":
+        return []
+    return [close_case(case, f"no alert for the card within {CARD_RETENTION.days} days of event time")]
