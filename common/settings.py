@@ -66,6 +66,9 @@ class Settings:
     # detector in no group runs in a query of its own. python -m detectors run --groups overrides it.
     detector_groups: str = _env("FRAUD_DETECTOR_GROUPS",
                                 "rules=double_swipe,impossible_travel,amount_anomaly,velocity;ml=ml_score")
+    # The exactly-once writer pulls a micro-batch's output to the driver in pieces of about this many
+    # bytes (spark_job.alert_writer.stream_rows): the driver's memory is bounded by it, not by the batch.
+    writer_fetch_bytes: int = _env("FRAUD_WRITER_FETCH_BYTES", 64 * 1024 * 1024)
 
     # Key of the HMAC that stands in a dead letter for the hash of an original holding a card number
     # (docs/architecture.md, "Bad input"); empty: a random key per run of the job.

@@ -12,11 +12,17 @@ once to ``read_committed`` readers. The protocol, step by step:
    and keep the last committed ``(query_id, batch_id)`` of this writer. ``query_id`` is the id Spark
    keeps in the checkpoint's ``metadata`` file: a fresh checkpoint (new query id) restarts batch ids
    at 0, so a marker of an older checkpoint must not make us skip the new one's batches.
-3. **Skip replays.** In ``foreachBatch(df, batch_id)``: if the marker's query id is this checkpoint's
-   and ``batch_id <= last committed``, the batch was committed to Kafka before the crash and Spark is
-   replaying it (its own commit log did not record it): write nothing.
+3. **Skip replays.** In ``foreachBatch(df, batch_id)``: if the marker's query id is this checkpoint's,
+   ``batch_id`` is the marker's and so are the batch's end offsets (the checkpoint's
+   ``offsets/<batch_id>``), the batch was committed to Kafka before the crash and Spark is replaying it
+   (its own commit log did not record it): write nothing, count it (``batches_skipped``). A batch id
+   below the marker's, or the same id with other offsets, cannot happen in Spark's recovery (it re-runs
+   at most the last planned batch, with its planned offsets): the checkpoint went backwards (restored
+   from an older copy, partly lost), and skipping would lose alerts silently. Raise
+   ``CheckpointWentBackError`` (one line: what happened, what to do) instead.
 4. **Write.** Otherwise ``begin_transaction()``; send every output row (alerts get ``detected_at``
-   now); send the marker ``key = writer id, value = {query_id, batch_id}`` to the marker topic;
+   now), pulled from Spark a bounded number of bytes at a time (``StagedBatch``); send the marker
+   ``key = writer id, value = {query_id, batch_id, end_offsets, ...}`` to the marker topic;
    ``commit_transaction()`` (which flushes, and fails if we were fenced).
 5. **Fail loudly.** Any error aborts the transaction and is re-raised, so the streaming query stops
    with it instead of moving on; the next start re-runs the batch from the checkpoint.
@@ -29,9 +35,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from common.contracts import format_event_time
 from common.kafka_io import make_producer, read_topic
@@ -46,6 +54,12 @@ ALERT_KIND = "alert"
 class Marker:
     query_id: str
     batch_id: int
+    end_offsets: list | None = None    # the batch's offsets/<batch_id> source lines; None in older markers
+
+
+class CheckpointWentBackError(RuntimeError):
+    """The checkpoint is behind what this writer already committed to Kafka (docs/architecture.md,
+    "Exactly once": what a lost checkpoint means and how to go on)."""
 
 
 def read_last_marker(settings: Settings, writer_id: str, timeout: float = 60.0) -> Marker | None:
@@ -54,27 +68,112 @@ def read_last_marker(settings: Settings, writer_id: str, timeout: float = 60.0) 
     for record in read_topic(settings, settings.topic_alert_markers, timeout=timeout):
         if record.key is not None and record.key.decode() == writer_id and record.value is not None:
             value = json.loads(record.value)
-            last = Marker(value["query_id"], int(value["batch_id"]))
+            last = Marker(value["query_id"], int(value["batch_id"]), value.get("end_offsets"))
     return last
 
 
-def checkpoint_query_id(checkpoint: str | Path, spark=None) -> str:
-    """The query id Spark stores in ``<checkpoint>/metadata`` (stable across restarts).
+def replay_action(last: Marker | None, query_id: str, batch_id: int, end_offsets: list | None,
+                  writer_id: str = "", checkpoint: str = "") -> str:
+    """``"write"`` or ``"skip"`` for batch ``batch_id`` of query ``query_id`` ending at ``end_offsets``,
+    given the writer's last committed marker; raises ``CheckpointWentBackError`` when the checkpoint is
+    behind the marker. A marker without offsets (written before they were kept) skips by batch id."""
+    if last is None or last.query_id != query_id or batch_id > last.batch_id:
+        return "write"
+    if batch_id == last.batch_id and (last.end_offsets is None or last.end_offsets == end_offsets):
+        return "skip"
+    what = (f"batch {batch_id} ends at offsets {json.dumps(end_offsets)}, not at the committed batch's "
+            f"{json.dumps(last.end_offsets)}" if batch_id == last.batch_id
+            else f"batch {batch_id} is behind the last committed batch {last.batch_id}")
+    raise CheckpointWentBackError(
+        f"writer {writer_id}: the checkpoint {checkpoint} went backwards ({what}; restored from an older copy "
+        f"or partly lost): its batches' output is already in Kafka, so nothing is written. Restore the latest "
+        f"checkpoint, or move this one away and start the query again with --starting-offsets "
+        f"'{json.dumps(_only_source(last.end_offsets))}' (no duplicates; the detectors' state starts empty), "
+        f"see docs/architecture.md \"Exactly once\"")
 
-    With a Spark session the file is read through Hadoop's file system API, as Spark wrote it, so a
-    checkpoint on HDFS or S3 (``s3a://``) works; without one (a writer driven by hand) from a local folder.
-    """
+
+def _only_source(end_offsets: list | None):
+    return end_offsets[0] if end_offsets and len(end_offsets) == 1 else end_offsets
+
+
+def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
+    """The text of ``<checkpoint>/<name>``. With a Spark session the file is read through Hadoop's file
+    system API, as Spark wrote it, so a checkpoint on HDFS or S3 (``s3a://``) works; without one (a
+    writer driven by hand) from a local folder."""
     if spark is None:
-        text = (Path(checkpoint) / "metadata").read_text()
-    else:
-        jvm = spark._jvm
-        path = jvm.org.apache.hadoop.fs.Path(checkpoint_location(checkpoint, "metadata"))
-        stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
+        return (Path(checkpoint) / name).read_text()
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(checkpoint_location(checkpoint, name))
+    stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
+    try:
+        return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
+def checkpoint_query_id(checkpoint: str | Path, spark=None) -> str:
+    """The query id Spark stores in ``<checkpoint>/metadata`` (stable across restarts)."""
+    return json.loads(read_checkpoint_file(checkpoint, "metadata", spark))["id"]
+
+
+def parse_offsets_file(text: str) -> list:
+    """The end offsets of a batch from its ``offsets/<batch_id>`` file: a version line, the batch's
+    metadata line, then one line per source (its JSON offsets, or ``-`` for a source with none)."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise ValueError(f"not a Spark offsets file: {text[:80]!r}")
+    return [None if line.strip() == "-" else json.loads(line) for line in lines[2:] if line.strip()]
+
+
+def batch_end_offsets(checkpoint: str | Path, batch_id: int, spark=None) -> list:
+    """The end offsets Spark planned for ``batch_id`` (written before the batch runs)."""
+    return parse_offsets_file(read_checkpoint_file(checkpoint, f"offsets/{batch_id}", spark))
+
+
+def fetch_partitions(rows: int, total_bytes: int, largest: int, max_bytes: int) -> int:
+    """How many pieces the writer pulls a batch's output in so that each holds about ``max_bytes`` at
+    most: rows are dealt round-robin, so a piece holds up to ``ceil(rows / n)`` rows of up to ``largest``
+    bytes each."""
+    if rows <= 0 or total_bytes <= max_bytes:
+        return 1
+    per_piece = max(1, max_bytes // max(1, largest))
+    return max(1, min(rows, math.ceil(rows / per_piece)))
+
+
+class StagedBatch:
+    """A micro-batch's ``(kind, topic, key, value)`` rows, of which the driver holds about ``max_bytes`` at once.
+
+    ``collect()`` held the whole batch on the driver (a flood of large invalid records ran it out of
+    memory). So the batch runs once into Spark's local disk (``localCheckpoint``, DISK_ONLY: the stateful
+    plan is not run twice), before the transaction opens, and its rows are measured on the way; ``rows()``
+    then brings them to the driver one piece at a time (``toLocalIterator``): one piece when the batch
+    is small, round-robin pieces of about ``max_bytes`` when it is not.
+    """
+
+    def __init__(self, batch_df, max_bytes: int):
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        size = F.length("value") + F.coalesce(F.length("key"), F.lit(0))
+        # Measured as they are staged (the plan's observed metrics), not by another job over the rows.
+        observed = batch_df.select("kind", "topic", "key", "value").observe(
+            "writer_rows", F.count(F.lit(1)).alias("rows"), F.sum(size).alias("bytes"), F.max(size).alias("largest"))
+        self.staged = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
+        stats = observed._jdf.queryExecution().observedMetrics().get("writer_rows").get()
+        rows, total, largest = (stats.getAs(name) for name in ("rows", "bytes", "largest"))
+        self.pieces = fetch_partitions(rows, total or 0, largest or 0, max_bytes)
+
+    def rows(self) -> Iterator[tuple]:
+        source = self.staged.coalesce(1) if self.pieces == 1 else self.staged.repartition(self.pieces)
+        for row in source.toLocalIterator(prefetchPartitions=False):
+            yield row.kind, row.topic, row.key, row.value
+
+    def release(self) -> None:
+        """Drop the staged rows from Spark's local disk now rather than when the JVM collects them."""
         try:
-            text = jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-        finally:
-            stream.close()
-    return json.loads(text)["id"]
+            self.staged._jdf.queryExecution().logical().rdd().unpersist(False)
+        except Exception as error:  # the blocks go when the context cleaner finds the RDD unreferenced
+            log.warning("could not release a staged batch: %s", error)
 
 
 class ExactlyOnceWriter:
@@ -83,6 +182,10 @@ class ExactlyOnceWriter:
     The batch DataFrame has string columns ``kind``, ``topic``, ``key``, ``value``; rows of kind
     ``alert`` get ``detected_at`` (the time they are written) added to their JSON value.
     """
+
+    # Test-only: called as after_commit(writer, batch_id) right after a batch's transaction commits, before
+    # Spark records the batch; the crash tests' driver sets it to die there. Nothing else sets it.
+    after_commit: Callable[["ExactlyOnceWriter", int], None] | None = None
 
     def __init__(self, settings: Settings, writer_id: str, checkpoint_dir: str | Path,
                  transaction_timeout_ms: int = 60000):
@@ -97,6 +200,8 @@ class ExactlyOnceWriter:
         self.last: Marker | None = None
         self._query_id: str | None = None
         self.stats = {"batches_written": 0, "batches_skipped": 0, "records_written": 0}
+        # Where the stats are published after each batch (skipped replays are worth seeing).
+        self.stats_path = Path(settings.run_dir) / "writers" / f"{writer_id}.json"
 
     # -- steps 1 and 2 -------------------------------------------------------------------------
     def open(self) -> "ExactlyOnceWriter":
@@ -126,17 +231,30 @@ class ExactlyOnceWriter:
     def __call__(self, batch_df, batch_id: int) -> None:
         if self.producer is None:
             self.open()
+        spark = batch_df.sparkSession
         if self._query_id is None:
-            self._query_id = checkpoint_query_id(self.checkpoint_dir, batch_df.sparkSession)
-        if self.last is not None and self.last.query_id == self.query_id and batch_id <= self.last.batch_id:
+            self._query_id = checkpoint_query_id(self.checkpoint_dir, spark)
+        end_offsets = batch_end_offsets(self.checkpoint_dir, batch_id, spark)
+        try:
+            action = replay_action(self.last, self.query_id, batch_id, end_offsets, self.writer_id,
+                                   self.checkpoint_dir)
+        except CheckpointWentBackError as error:
+            log.error("%s", error)
+            raise
+        if action == "skip":
             self.stats["batches_skipped"] += 1
-            log.warning("writer %s: batch %d already committed (last %d): skipped replay",
-                        self.writer_id, batch_id, self.last.batch_id)
+            self._publish_stats()
+            log.warning("writer %s: batch %d already committed with the same offsets: skipped replay",
+                        self.writer_id, batch_id)
             return
-        rows = batch_df.select("kind", "topic", "key", "value").collect()
-        self.write_batch(((r.kind, r.topic, r.key, r.value) for r in rows), batch_id)
+        staged = StagedBatch(batch_df, self.settings.writer_fetch_bytes)   # runs the batch
+        try:
+            self.write_batch(staged.rows(), batch_id, end_offsets)
+        finally:
+            staged.release()
 
-    def write_batch(self, rows: Iterable[tuple[str, str, str | None, str]], batch_id: int) -> int:
+    def write_batch(self, rows: Iterable[tuple[str, str, str | None, str]], batch_id: int,
+                    end_offsets: list | None = None) -> int:
         producer = self.producer
         producer.begin_transaction()
         try:
@@ -147,10 +265,11 @@ class ExactlyOnceWriter:
                     value = with_detected_at(value, detected_at)
                 producer.send(topic, key=key, value=value)
                 count += 1
-            marker = Marker(self.query_id, batch_id)
+            marker = Marker(self.query_id, batch_id, end_offsets)
             producer.send(self.settings.topic_alert_markers, key=self.writer_id,
                           value=json.dumps({"query_id": marker.query_id, "batch_id": batch_id,
-                                            "records": count, "committed_at": detected_at}))
+                                            "end_offsets": end_offsets, "records": count,
+                                            "committed_at": detected_at}))
             producer.commit_transaction()
         except BaseException:
             _abort_quietly(producer)
@@ -158,7 +277,19 @@ class ExactlyOnceWriter:
         self.last = marker
         self.stats["batches_written"] += 1
         self.stats["records_written"] += count
+        if type(self).after_commit is not None:
+            type(self).after_commit(self, batch_id)
+        self._publish_stats()
         return count
+
+    def _publish_stats(self) -> None:
+        try:
+            self.stats_path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self.stats_path.with_suffix(".json.partial")
+            partial.write_text(json.dumps({"writer_id": self.writer_id, **self.stats}))
+            os.replace(partial, self.stats_path)
+        except OSError as error:   # a full disk must not fail a batch that is already committed
+            log.warning("writer %s: could not publish its stats: %s", self.writer_id, error)
 
 
 def with_detected_at(alert_json: str, detected_at: str) -> str:

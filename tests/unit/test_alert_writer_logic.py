@@ -1,0 +1,65 @@
+"""The exactly-once writer's decisions without a broker: skip a replay, refuse a checkpoint that went
+backwards, and how many pieces a batch's output is pulled to the driver in."""
+
+import pytest
+
+from spark_job.alert_writer import (CheckpointWentBackError, Marker, fetch_partitions, parse_offsets_file,
+                                    replay_action)
+
+OFFSETS_5 = [{"transactions": {"0": 500, "1": 480}}]
+OFFSETS_OTHER = [{"transactions": {"0": 900, "1": 870}}]
+OFFSETS_FILE = ('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764000000000,"conf":{"a":"b"}}\n'
+                '{"transactions":{"0":500,"1":480}}')
+
+
+def test_an_offsets_file_gives_the_batch_end_offsets_per_source():
+    assert parse_offsets_file(OFFSETS_FILE) == OFFSETS_5
+    assert parse_offsets_file(OFFSETS_FILE + "\n-\n") == [*OFFSETS_5, None]
+    with pytest.raises(ValueError, match="not a Spark offsets file"):
+        parse_offsets_file('{"transactions":{"0":1}}')
+
+
+def test_batches_after_the_marker_or_of_another_query_are_written():
+    assert replay_action(None, "q1", 0, OFFSETS_5) == "write"
+    assert replay_action(Marker("q1", 5, OFFSETS_5), "q1", 6, OFFSETS_OTHER) == "write"
+    assert replay_action(Marker("old-query", 9, OFFSETS_5), "q1", 0, OFFSETS_OTHER) == "write"
+
+
+def test_the_replay_of_the_committed_batch_with_its_offsets_is_skipped():
+    assert replay_action(Marker("q1", 5, OFFSETS_5), "q1", 5, OFFSETS_5) == "skip"
+
+
+def test_a_marker_without_offsets_still_skips_its_batch():
+    assert replay_action(Marker("q1", 5), "q1", 5, OFFSETS_OTHER) == "skip"
+
+
+def test_a_batch_below_the_marker_means_the_checkpoint_went_backwards():
+    with pytest.raises(CheckpointWentBackError) as raised:
+        replay_action(Marker("q1", 10, OFFSETS_OTHER), "q1", 6, OFFSETS_5, "detector-x", "/ckpt/detector-x")
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "batch 6 is behind the last committed batch 10" in message
+    assert "the checkpoint /ckpt/detector-x went backwards" in message
+    assert """--starting-offsets '{"transactions": {"0": 900, "1": 870}}'""" in message
+    with pytest.raises(CheckpointWentBackError):        # an old marker too: skipping would lose batch 6
+        replay_action(Marker("q1", 10), "q1", 6, OFFSETS_5)
+
+
+def test_the_same_batch_id_over_other_offsets_means_the_checkpoint_went_backwards():
+    with pytest.raises(CheckpointWentBackError, match="batch 5 ends at offsets"):
+        replay_action(Marker("q1", 5, OFFSETS_5), "q1", 5, OFFSETS_OTHER)
+
+
+MB = 1024 * 1024
+
+
+@pytest.mark.parametrize("rows, total, largest, expected", [
+    (0, 0, 0, 1),                       # an empty batch
+    (200_000, 40 * MB, 300, 1),         # a normal batch fits in one piece
+    (2_000, 700 * MB, 350_000, 11),     # a flood of large records: ~64 MB pieces
+    (10, 10 * 70 * MB, 70 * MB, 10),    # rows larger than a piece: one each
+])
+def test_a_batch_is_pulled_in_pieces_of_about_the_fetch_bytes(rows, total, largest, expected):
+    pieces = fetch_partitions(rows, total, largest, 64 * MB)
+    assert pieces == expected
+    assert -(-rows // pieces) * largest <= 64 * MB or largest > 64 * MB
