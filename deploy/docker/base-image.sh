@@ -17,8 +17,8 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1; then
     exit 0
 fi
 if [[ ! -f $TARBALL ]]; then
-    command -v debootstrap >/dev/null || { echo "base image: debootstrap is not installed (Debian: apt-get install debootstrap)" >&2; exit 1; }
     [[ $(id -u) == 0 ]] || { echo "base image: debootstrap needs root" >&2; exit 1; }
+    deploy/docker/apt-install.sh "base image" debootstrap debootstrap
     mkdir -p .cache/docker
     rootfs=$(mktemp -d /tmp/fraud-rootfs.XXXXXX)
     trap 'rm -rf "$rootfs"' EXIT

@@ -19,8 +19,8 @@ start() {
         echo "docker engine: running ($(docker version --format '{{.Server.Version}}')$(ours && echo ', started by make docker-engine'))"
         return 0
     fi
-    command -v dockerd >/dev/null || { echo "docker engine: not running and dockerd is not installed (Debian: apt-get install docker.io)" >&2; exit 1; }
     [[ $(id -u) == 0 ]] || { echo "docker engine: not running, and starting dockerd needs root (start it yourself: sudo dockerd, or Docker Desktop)" >&2; exit 1; }
+    deploy/docker/apt-install.sh "docker engine" dockerd docker.io
     mkdir -p "$RUN_DIR"
     # Only the unix socket: no TCP listener. setsid: not in make's process group, so ^C of a test keeps it.
     setsid dockerd --host "unix://$SOCKET" --storage-driver overlay2 --pidfile "$RUN_DIR/dockerd.daemon.pid" \
