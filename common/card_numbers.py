@@ -4,10 +4,10 @@ same pattern natively in Spark; Java and Python read it alike).
 
 A candidate is 13 to 19 digits written
 
-- bare (``4111111111111111``), standing alone: no digit or letter right before or after it, not after
+- bare (16 digits in a row), standing alone: no digit or letter right before or after it, not after
   ``<digit>.`` (the fraction of a decimal number, a score with 16 decimals);
 - or in the groups cards are printed in, joined by single spaces or dashes: 4-4-4, 4-4-4-4 plus an
-  optional last group of 1-4 digits (``4111 1111 1111 1111``, ``4111-1111-1111-1111``) or 4-6-4/5
+  optional last group of 1-4 digits (``dddd dddd dddd dddd``, ``dddd-dddd-dddd-dddd``) or 4-6-4/5
   (American Express, Diners), standing alone and not glued to further digit groups (a date or a
   dashed id such as ``txn-7-00001-000042`` is not a card number).
 

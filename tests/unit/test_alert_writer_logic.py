@@ -8,7 +8,7 @@ from spark_job.alert_writer import (CheckpointWentBackError, Marker, fetch_parti
 
 OFFSETS_5 = [{"transactions": {"0": 500, "1": 480}}]
 OFFSETS_OTHER = [{"transactions": {"0": 900, "1": 870}}]
-OFFSETS_FILE = ('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764000000000,"conf":{"a":"b"}}\n'
+OFFSETS_FILE = ('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1764000,"conf":{"a":"b"}}\n'
                 '{"transactions":{"0":500,"1":480}}')
 
 
