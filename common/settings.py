@@ -94,6 +94,19 @@ class Settings:
     spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 500)
     # 1: Spark's 2 keeps a second copy of every state map on the heap (docs/performance.md)
     spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 1)
+    # Optimizer rules that never change this project's plans but walk them in every micro-batch's planning
+    # (RuleExecutor's "effective" time 0; measured in docs/performance.md, "Real time in make demo").
+    # Spark refuses to exclude the rules correctness needs. Empty: Spark's full rule set.
+    spark_excluded_rules: str = _env("FRAUD_SPARK_EXCLUDED_RULES", ",".join(
+        f"org.apache.spark.sql.catalyst.optimizer.{rule}" for rule in (
+            "RemoveRedundantAliases", "FoldablePropagation", "MergeScalarSubqueries",
+            "OptimizeOneRowRelationSubquery", "SimplifyBinaryComparison", "OptimizeCsvJsonExprs",
+            "ReplaceNullWithFalseInPredicate", "InjectRuntimeFilter", "NullDownPropagation")) + "," + ",".join(
+        f"org.apache.spark.sql.execution.datasources.{rule}" for rule in (
+            "SchemaPruning", "PruneFileSourcePartitions")))
+    # Diagnostics: when set, the detector job writes Spark's analyzer/optimizer time per rule here every
+    # 10 s (RuleExecutor.dumpTimeSpent), to see what each micro-batch's planning costs.
+    spark_rule_times_file: str = _env("FRAUD_SPARK_RULE_TIMES_FILE", "")
     # false: a .crc beside every local checkpoint file cost ~150 ms per live batch (docs/performance.md)
     spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")

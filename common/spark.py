@@ -63,6 +63,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         # here reads nested columns from files, which is what these two rules are for.
         "spark.sql.optimizer.expression.nestedPruning.enabled": "false",
         "spark.sql.optimizer.nestedSchemaPruning.enabled": "false",
+        "spark.sql.optimizer.excludedRules": settings.spark_excluded_rules,
         "spark.sql.codegen.factoryMode": settings.spark_codegen_factory_mode,
         "spark.sql.codegen.cache.maxEntries": str(settings.spark_codegen_cache_entries),
         "spark.sql.streaming.maxBatchesToRetainInMemory": str(settings.spark_state_versions_in_memory),

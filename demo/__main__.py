@@ -96,11 +96,15 @@ def _run(diamond: LocalDiamond, monitor: PipelineMonitor, out: Path, args, say, 
     say(f"publishing simulated transactions for {args.duration:.0f} s at {args.rate:.0f}/s ...")
     labels_path = out / "labels.jsonl"
     traffic_started = time.time()
+    cpu_before = diamond.group.cpu_seconds()
     producer = diamond.publish(labels_path)
     _live_view(diamond, producer, monitor, dashboard, args, say)
+    cpu_after = diamond.group.cpu_seconds()
     figures = monitor.snapshot()
     report = write_report(out, diamond.settings, labels_path, monitor, args, traffic_started,
-                          wall_seconds=time.monotonic() - started)
+                          wall_seconds=time.monotonic() - started,
+                          cpu_seconds={name: round(cpu_after[name] - cpu_before.get(name, 0.0), 1)
+                                       for name in cpu_after})
     say(report["summary_text"])
     say(f"report: {out / 'report.md'}")
     if args.keep_running:

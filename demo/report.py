@@ -28,7 +28,7 @@ PHASES = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walC
 
 
 def write_report(out: Path, settings: Settings, labels_path: Path, monitor: PipelineMonitor, args,
-                 traffic_started: float, wall_seconds: float) -> dict:
+                 traffic_started: float, wall_seconds: float, cpu_seconds: dict[str, float] | None = None) -> dict:
     from detectors import registry
     from detectors.backtest import load_labels, score
 
@@ -58,6 +58,9 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
         "seconds_to_first_alert": round(first_alert, 1) if first_alert is not None else None,
         "seconds_from_last_transaction_to_last_alert": round(last_alert, 1) if last_alert is not None else None,
         "consumer_lag": lag_summary(lag, traffic_started, figures["last_transaction_at"]),
+        # CPU seconds per service from the traffic's start to the drain: what a change costs, on a machine
+        # whose load makes wall-clock figures move from run to run.
+        "cpu_seconds": cpu_seconds or {},
         "quality": quality,
     }
     (out / "report.json").write_text(json.dumps(report, indent=2))
@@ -103,6 +106,10 @@ def _summary(report: dict) -> str:
             f"duplicates {report['duplicate_alert_ids']}")
 
 
+def _per_thousand(value: float, transactions: int) -> str:
+    return f"{1000 * value / transactions:.2f}" if transactions else "-"
+
+
 def _markdown(report: dict) -> str:
     lines = ["# Demo report", "",
              f"{report['transactions']:,} transactions in {report['duration_s']:.0f} s of traffic "
@@ -136,6 +143,11 @@ def _markdown(report: dict) -> str:
               *[f"| {query} | {phases.get('batches', 0)} | " + " | ".join(
                   "{p50} / {p99}".format(**phases["ms"][name]) if name in phases.get("ms", {}) else "-"
                   for name in PHASES) + " |" for query, phases in report["batch_phases_ms"].items()],
+              "", "CPU seconds each service used from the traffic's start to the drain (user + system, the "
+              "service's processes and those it reaped), and per 1,000 transactions:", "",
+              "| service | CPU s | per 1,000 transactions |", "|---|---|---|",
+              *[f"| {name} | {cpu} | {_per_thousand(cpu, report['transactions'])} |"
+                for name, cpu in sorted(report["cpu_seconds"].items())],
               "", "![latency](latency.png)", "", "![alerts per detector](alerts.png)", ""]
     return "\n".join(lines)
 

@@ -69,6 +69,22 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of group ``pgid`` and the children
+    they reaped: a service's cost that a loaded machine does not inflate the way it does wall time."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid:
+                total += sum(int(value) for value in fields[11:15])   # utime stime cutime cstime
+    return total / ticks
+
+
 class ProcessGroup:
     def __init__(self, log_dir: Path, base_env: dict[str, str] | None = None):
         self.log_dir = log_dir
@@ -90,6 +106,10 @@ class ProcessGroup:
         child.started_at = time.monotonic()
         self.children[name] = child
         return child
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """``group_cpu_seconds`` of each running child (each runs in a process group of its own)."""
+        return {name: group_cpu_seconds(child.pid) for name, child in self.children.items() if child.running()}
 
     def restart(self, name: str) -> Child:
         """Start ``name`` again with the command and environment it had."""

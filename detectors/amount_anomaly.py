@@ -100,11 +100,12 @@ class AmountAnomalyParams:
     """A card's history is forgotten after 30 days without a transaction (event time): that bounds the
     state to the cards active in the last month."""
 
-    state_buckets: int = 64
-    """Cards share 64 state rows (by a hash of card_id): Spark's Python state pays ~0.5-0.85 ms per group
-    per micro-batch, so per-card groups cost ~1 minute per 100k-card batch and buckets cost ~50 ms; 64
-    keeps each bucket's state small (~1/64 of the active cards) and spreads over many more cores than
-    two. Changing it needs a fresh checkpoint."""
+    state_buckets: int = 8
+    """Cards share 8 state rows (by a hash of card_id): Spark's Python state pays per group per
+    micro-batch (Spark's call plus pandas' fixed cost of a bucket's sort and slices), so per-card groups
+    cost ~1 minute per 100k-card batch; a live batch touches every bucket, so fewer buckets cost less
+    (docs/performance.md, "Real time in make demo"). Raise it on a cluster with more cores than buckets.
+    Changing it needs a fresh checkpoint."""
 
 
 # The scored transaction's own columns (its id, time and trigger context), then the statistics.
@@ -243,7 +244,8 @@ DETECTOR = Detector(
     name="amount_anomaly",
     # 1.1.0: charges less than history_min_gap_seconds after the previous one no longer join the history.
     # 2.0.0: state kept per bucket of cards (same alerts; checkpoints of 1.x cannot be resumed).
-    version="2.0.0",
+    # 3.0.0: 8 state buckets instead of 64 (same alerts; checkpoints of 2.x cannot be resumed).
+    version="3.0.0",
     description="an amount far outside the card's own recent history (median/MAD)",
     # History is taken in arrival order, so keep out-of-order tolerance modest: two minutes.
     watermark="2 minutes",

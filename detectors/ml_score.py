@@ -3,8 +3,8 @@
 Pipeline (static DataFrame or stream alike)::
 
     transactions ─► per customer, pandas (applyInPandas / applyInPandasWithState): row + customer features
-                 ─► left join the terminal feature table on (terminal_id, day)
-                 ─► mapInPandas: terminal features (day D-7's labels up to t - 7 days; no row = 0)
+                 ─► mapInPandas: the terminal table's (terminal_id, day) row, from a lookup broadcast to
+                     the Python workers once; terminal features (day D-7's labels up to t - 7 days; no row = 0)
                  ─► mapInPandas: predict_proba, keep score >= threshold, explain the kept rows
                  ─► alerts (one per transaction, txn_ids = [txn_id])
 
@@ -170,7 +170,8 @@ DETECTOR = Detector(
     name="ml_score",
     # 3.0.0: the customer windows' state kept per bucket of customers (same alerts; checkpoints of 2.x
     # cannot be resumed).
-    version="3.0.0",
+    # 4.0.0: 8 buckets instead of 64 (same alerts; checkpoints of 3.x cannot be resumed).
+    version="4.0.0",
     description="a trained model (models/) scores every transaction on the Handbook's 15 features and 9 on "
                 "the customer's own amounts",
     # Customer windows are per-customer state in arrival order; two minutes absorbs producer lag and

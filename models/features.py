@@ -264,8 +264,8 @@ def terminal_feature_table(terminal_id: pd.Series, t_ms: np.ndarray, is_fraud: n
         table[name] = parts[name][rows, cols]
     empty_t, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0)
     groups = group_at[rows, cols]
-    table["recent_ms"] = _objects([recent_t[g] if g >= 0 else empty_t for g in groups])
-    table["recent_fraud"] = _objects([recent_f[g] if g >= 0 else empty_f for g in groups])
+    table["recent_ms"] = objects([recent_t[g] if g >= 0 else empty_t for g in groups])
+    table["recent_fraud"] = objects([recent_f[g] if g >= 0 else empty_f for g in groups])
     return table[TERMINAL_TABLE_COLUMNS].reset_index(drop=True)
 
 
@@ -275,8 +275,8 @@ def terminal_features(rows: pd.DataFrame, t_ms: np.ndarray) -> pd.DataFrame:
     transactions at or before ``t - 7 days``. Used as is by the batch and the Spark path."""
     n = len(rows)
     t = np.asarray(t_ms, dtype=np.int64)
-    lengths, flat_t = _ragged(rows["recent_ms"], np.int64)
-    _, flat_f = _ragged(rows["recent_fraud"], np.float64)
+    lengths, flat_t = ragged(rows["recent_ms"], np.int64)
+    _, flat_f = ragged(rows["recent_fraud"], np.float64)
     owner = np.repeat(np.arange(n), lengths)
     known = flat_t <= t[owner] - DELAY_DAYS * DAY_MS
     recent_nb = np.bincount(owner, weights=known.astype(np.float64), minlength=n)
@@ -290,7 +290,7 @@ def terminal_features(rows: pd.DataFrame, t_ms: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame(out, index=rows.index)[TERMINAL_FEATURES]
 
 
-def _ragged(column: pd.Series, dtype) -> tuple[np.ndarray, np.ndarray]:
+def ragged(column: pd.Series, dtype) -> tuple[np.ndarray, np.ndarray]:
     """(lengths, concatenation) of a column of arrays/lists; a missing value (None, NaN) is empty."""
     arrays = [np.asarray(v, dtype=dtype) if isinstance(v, (np.ndarray, list, tuple)) else np.zeros(0, dtype=dtype)
               for v in column]
@@ -299,7 +299,7 @@ def _ragged(column: pd.Series, dtype) -> tuple[np.ndarray, np.ndarray]:
     return lengths, flat.astype(dtype, copy=False)
 
 
-def _objects(items: list) -> np.ndarray:
+def objects(items: list) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = items
     return out

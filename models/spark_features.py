@@ -11,11 +11,11 @@ the identifying columns plus ``FEATURES``:
    days + one day of margin of (event time, amount) pairs (``common.keyed_histories``); a customer is
    forgotten 31 days of event time after its last transaction; rows behind the watermark are dropped
    by the operator;
-2. left join the terminal table (a static DataFrame built from the pandas table the caller hands over,
-   broadcast) on ``(terminal_id, day)``;
-3. ``mapInPandas``: ``features.terminal_features`` on the joined rows (whole-day counts plus day D-7's
-   labelled transactions up to ``t - 7 days``; a transaction without a row gets 0), as the batch path
-   does after its merge.
+2. ``mapInPandas``: each row's ``(terminal_id, day)`` row of the terminal table, found in a
+   ``models.terminal_lookup.TerminalLookup`` broadcast to the Python workers once (a join would rebuild
+   the broadcast table in every micro-batch), then ``features.terminal_features`` on them (whole-day
+   counts plus day D-7's labelled transactions up to ``t - 7 days``; a transaction without a row gets 0),
+   as the batch path does after its merge.
 
 Streaming caveat (the only way the paths can differ): a transaction is scored with the history that
 has arrived so far. A late transaction (within the watermark) sees all earlier ones, exactly as in
@@ -36,6 +36,7 @@ from common import pyspark_compat
 from common.keyed_histories import STATE_SCHEMA, KeyedHistories
 from common.state_timeouts import timeout_after
 from models import features as fx
+from models.terminal_lookup import TerminalLookup
 
 # PySpark 4.0.0 worker bug in applyInPandasWithState (see common/pyspark_compat.py): installed at import so
 # that every Python worker unpickling ``_streaming_function`` (this module) has it before the first batch.
@@ -51,7 +52,9 @@ CUSTOMER_STEP_SCHEMA = ("txn_id string, card_id string, customer_id string, merc
                         + ", ".join(f"{name} double" for name in fx.ROW_FEATURES + fx.CUSTOMER_FEATURES))
 HISTORY_MARGIN_MS = fx.DAY_MS    # kept beyond the longest window, for rows arriving late
 KEEP_MS = fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS
-STATE_BUCKETS = 64               # groups of the stateful step: a live batch touches each about once
+# Groups of the stateful step. A live batch touches every bucket and each call has a fixed pandas cost:
+# 8 buckets cost a sixth of 64 per row at 1,000-row batches (docs/performance.md, "Real time in make demo").
+STATE_BUCKETS = 8
 
 
 def _customer_step(pdf: pd.DataFrame, hist_t: np.ndarray, hist_a: np.ndarray) -> pd.DataFrame:
@@ -133,33 +136,26 @@ def customer_step(transactions: DataFrame) -> DataFrame:
     return columns.groupBy("customer_id").applyInPandas(_static_function, CUSTOMER_STEP_SCHEMA)
 
 
-TERMINAL_TABLE_SCHEMA = ("terminal_id string, day long, "
-                         + ", ".join(f"{n} double" for n in fx.TERMINAL_DAY_COUNTS)
-                         + ", recent_ms array<long>, recent_fraud array<double>")
 FEATURES_SCHEMA = (CUSTOMER_STEP_SCHEMA + ", "
                    + ", ".join(f"{name} double" for name in fx.TERMINAL_FEATURES))
 
 
-def terminal_frame(spark, table: pd.DataFrame | None) -> DataFrame:
-    """The terminal feature table (``features.TERMINAL_TABLE_COLUMNS``) as a static DataFrame."""
-    if table is None or len(table) == 0:
-        return spark.createDataFrame([], TERMINAL_TABLE_SCHEMA)
-    pdf = table[fx.TERMINAL_TABLE_COLUMNS].copy()
-    pdf["day"] = pdf["day"].astype(np.int64)
-    return spark.createDataFrame(pdf, TERMINAL_TABLE_SCHEMA)
-
-
-def _terminal_step(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def _terminal_function(lookup):
+    """``features.terminal_features`` of each row, its terminal's rows found in the broadcast ``lookup``."""
     step_columns = [name for name in (f.split()[0] for f in CUSTOMER_STEP_SCHEMA.split(", "))]
-    for pdf in frames:
-        terminal = fx.terminal_features(pdf, fx.to_ms(pdf["event_time"]))
-        yield pd.concat([pdf[step_columns], terminal], axis=1)
+
+    def step(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        table = lookup.value                # unpickled once per Python worker, which Spark reuses
+        for pdf in frames:
+            rows = table.rows(pdf["terminal_id"], pdf["day"].to_numpy())
+            terminal = fx.terminal_features(rows, fx.to_ms(pdf["event_time"]))
+            yield pd.concat([pdf[step_columns], terminal], axis=1)
+
+    return step
 
 
-def features_frame(transactions: DataFrame, terminal_table: pd.DataFrame | DataFrame | None) -> DataFrame:
+def features_frame(transactions: DataFrame, terminal_table: pd.DataFrame | None) -> DataFrame:
     """Identifying columns, ``day`` and ``FEATURES`` of every transaction (static or streaming)."""
-    spark = transactions.sparkSession
-    terminals = terminal_table if isinstance(terminal_table, DataFrame) else terminal_frame(spark, terminal_table)
+    lookup = transactions.sparkSession.sparkContext.broadcast(TerminalLookup(terminal_table))
     stepped = customer_step(transactions)
-    joined = stepped.join(F.broadcast(terminals), on=["terminal_id", "day"], how="left")
-    return joined.mapInPandas(_terminal_step, FEATURES_SCHEMA).select(*CARRIED, "day", *fx.FEATURES)
+    return stepped.mapInPandas(_terminal_function(lookup), FEATURES_SCHEMA).select(*CARRIED, "day", *fx.FEATURES)

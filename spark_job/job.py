@@ -84,9 +84,14 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     stop_at = time.monotonic() + args.duration if args.duration else None
     stopping = {"now": False}
     signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+    rule_times = RuleTimes(spark, settings.spark_rule_times_file)
+
+    def until() -> bool:
+        rule_times.write_when_due()
+        return stopping["now"] or (stop_at is not None and time.monotonic() > stop_at)
+
     try:
-        failed = supervise(spark, queries, job.restart,
-                           until=lambda: stopping["now"] or (stop_at is not None and time.monotonic() > stop_at))
+        failed = supervise(spark, queries, job.restart, until=until)
     except KeyboardInterrupt:
         failed = 0
     finally:
@@ -94,3 +99,25 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
             query.stop()
         spark.stop()
     return 1 if failed else 0
+
+
+
+class RuleTimes:
+    """Spark's cumulative time per analyzer/optimizer rule in this JVM (``RuleExecutor.dumpTimeSpent``), written
+    to ``path`` every ``every_s`` seconds while the job runs (it is stopped by a signal to its process
+    group, JVM included, so there is no last chance at the end). No path: nothing."""
+
+    def __init__(self, spark, path: str, every_s: float = 10.0):
+        self.spark, self.path, self.every_s, self.next_at = spark, path, every_s, time.monotonic() + every_s
+
+    def write_when_due(self) -> None:
+        if not self.path or time.monotonic() < self.next_at:
+            return
+        self.next_at = time.monotonic() + self.every_s
+        from pathlib import Path
+
+        try:
+            text = self.spark._jvm.org.apache.spark.sql.catalyst.rules.RuleExecutor.dumpTimeSpent()
+            Path(self.path).write_text(text)
+        except Exception as error:   # a diagnostic must not stop the job
+            log.warning("could not write the rule times to %s: %s", self.path, error)

@@ -15,3 +15,30 @@ def test_a_restart_reuses_the_command_and_nothing_is_left_behind(tmp_path):
         other = group.start("other", ["-c", "print('done')"])
     assert group.leftovers() == []
     assert not group_alive(again.pid) and other.proc.poll() is not None
+
+
+# Burns CPU in a grandchild (reaped by the child) and in the child itself, then waits: the group's CPU
+# counts both. The work is measured in CPU seconds, not wall time, so a loaded machine only slows it.
+BURN = """
+import os, signal, subprocess, sys, time
+def burn(seconds):
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+subprocess.run([sys.executable, "-c", "import time\\ns = time.process_time()\\nwhile time.process_time() - s < 0.3: pass"])
+burn(0.3)
+print("burnt", flush=True)
+signal.pause()
+"""
+
+
+def test_a_groups_cpu_seconds_count_its_processes_and_the_children_they_reaped(tmp_path):
+    from common.waiting import wait_until
+    from deploy.processes import group_cpu_seconds
+
+    with ProcessGroup(tmp_path) as group:
+        child = group.start("burner", ["-c", BURN])
+        wait_until(lambda: "burnt" in child.tail(), 120, "the child to burn its CPU")
+        assert 0.6 <= group_cpu_seconds(child.pid) < 5
+        assert group.cpu_seconds()["burner"] >= 0.6
+    assert group_cpu_seconds(child.pid) == 0.0       # stopped: nothing left to count
