@@ -69,20 +69,35 @@ def group_alive(pgid: int) -> bool:
     return False
 
 
-def group_cpu_seconds(pgid: int) -> float:
-    """CPU seconds (user + system) used so far by the live processes of group ``pgid`` and the children
-    they reaped: a service's cost that a loaded machine does not inflate the way it does wall time."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
+def _process_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, process group, CPU ticks: user + system of itself and the children it reaped)."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
             except (OSError, IndexError):
                 continue
-            if int(fields[2]) == pgid:
-                total += sum(int(value) for value in fields[11:15])   # utime stime cutime cstime
-    return total / ticks
+            table[int(entry.name)] = (int(fields[1]), int(fields[2]), sum(int(value) for value in fields[11:15]))
+    return table
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """CPU seconds (user + system) used so far by the live processes of group ``pgid``, their descendants
+    wherever they moved (PySpark's worker daemon makes a process group of its own) and the children they
+    reaped: a service's cost, which a loaded machine does not inflate the way it does wall time."""
+    table = _process_table()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    todo = [pid for pid, (_, group, _) in table.items() if group == pgid]
+    seen: set[int] = set()
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo.extend(children.get(pid, []))
+    return sum(table[pid][2] for pid in seen) / os.sysconf("SC_CLK_TCK")
 
 
 class ProcessGroup:

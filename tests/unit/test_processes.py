@@ -17,16 +17,18 @@ def test_a_restart_reuses_the_command_and_nothing_is_left_behind(tmp_path):
     assert not group_alive(again.pid) and other.proc.poll() is not None
 
 
-# Burns CPU in a grandchild (reaped by the child) and in the child itself, then waits: the group's CPU
-# counts both. The work is measured in CPU seconds, not wall time, so a loaded machine only slows it.
-BURN = """
+# Burns CPU in a grandchild (reaped by the child), in the child itself and in a grandchild that moved to a
+# process group of its own (as PySpark's worker daemon does), then waits: the group's CPU counts all three. The work is measured in CPU seconds, not wall time, so a loaded machine only slows it.
+BURN = r"""
 import os, signal, subprocess, sys, time
-def burn(seconds):
-    start = time.process_time()
-    while time.process_time() - start < seconds:
-        pass
-subprocess.run([sys.executable, "-c", "import time\\ns = time.process_time()\\nwhile time.process_time() - s < 0.3: pass"])
-burn(0.3)
+BURN_03 = "import time\ns = time.process_time()\nwhile time.process_time() - s < 0.3: pass\n"
+subprocess.run([sys.executable, "-c", BURN_03])
+exec(BURN_03)
+# Moves to a group of its own, burns, says so, and leaves when its parent does (a group kill misses it).
+MOVER = ("import os, time\nparent = os.getppid()\nos.setpgid(0, 0)\n" + BURN_03 + "print('moved', flush=True)\n"
+         "while os.getppid() == parent: time.sleep(0.05)\n")
+mover = subprocess.Popen([sys.executable, "-c", MOVER], stdout=subprocess.PIPE, text=True)
+mover.stdout.readline()
 print("burnt", flush=True)
 signal.pause()
 """
@@ -39,6 +41,6 @@ def test_a_groups_cpu_seconds_count_its_processes_and_the_children_they_reaped(t
     with ProcessGroup(tmp_path) as group:
         child = group.start("burner", ["-c", BURN])
         wait_until(lambda: "burnt" in child.tail(), 120, "the child to burn its CPU")
-        assert 0.6 <= group_cpu_seconds(child.pid) < 5
-        assert group.cpu_seconds()["burner"] >= 0.6
+        assert 0.9 <= group_cpu_seconds(child.pid) < 5
+        assert group.cpu_seconds()["burner"] >= 0.9
     assert group_cpu_seconds(child.pid) == 0.0       # stopped: nothing left to count
