@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 from prometheus_client import generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from spark_job.alert_writer import ExactlyOnceWriter
 from spark_job.metrics import SparkMetrics, consumer_lag, dead_letter_reason, epoch_seconds
+from tests.metrics_scrape import samples
 
 pytestmark = pytest.mark.unit
 
@@ -20,9 +20,7 @@ WATERMARK = "2026-11-22T10:00:00.000Z"
 
 def scrape(registry) -> dict[tuple, float]:
     """Every sample of the exposition: (name, sorted labels) -> value."""
-    text = generate_latest(registry).decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return samples(generate_latest(registry).decode())
 
 
 def progress(batch_id: int = 3) -> dict:
