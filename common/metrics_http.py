@@ -21,3 +21,19 @@ def serve_metrics(registry, host: str, port: int, what: str):
         return None
     log.info("%s: metrics on http://%s:%d/metrics", what, host, port)
     return server
+
+
+def metrics_targets(settings) -> dict[str, str]:
+    """``host:port`` of each process's ``/metrics`` (the Prometheus job names are the keys)."""
+    host = settings.metrics_host if settings.metrics_host not in ("0.0.0.0", "::") else "127.0.0.1"
+    return {"detectors": f"{host}:{settings.detectors_metrics_port}",
+            "enricher": f"{host}:{settings.enricher_metrics_port}",
+            "cases": f"{host}:{settings.cases_metrics_port}"}
+
+
+def metrics_urls(settings) -> str:
+    """One line naming every ``/metrics`` URL and the local Prometheus (what ``make demo`` prints)."""
+    if not settings.metrics_enabled:
+        return "metrics: off (FRAUD_METRICS_ENABLED=false)"
+    urls = ", ".join(f"{name} http://{target}/metrics" for name, target in metrics_targets(settings).items())
+    return f"metrics: {urls}; Prometheus (when `make up` started one) http://127.0.0.1:{settings.prometheus_port}/"

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from common.settings import REPO_ROOT
+
+DASHBOARD = REPO_ROOT / "deploy" / "monitoring" / "grafana" / "fraud-pipeline.json"
+SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created")}
 
 
 def samples(text: str) -> dict[tuple, float]:
@@ -34,3 +41,26 @@ def by_label(got: dict[tuple, float], name: str, label: str, **where: str) -> di
 
 def total(got: dict[tuple, float], name: str, **where: str) -> float:
     return sum(by_label(got, name, "", **where).values())
+
+
+def exposed_names(target: str) -> set[str]:
+    """Every series name ``host:port``'s ``/metrics`` declares (a labelled metric with no sample yet is
+    declared by its HELP and TYPE lines), with the suffixes of its type."""
+    with urllib.request.urlopen(f"http://{target}/metrics", timeout=5) as response:
+        families = list(text_string_to_metric_families(response.read().decode()))
+    names = set()
+    for family in families:
+        names.add(family.name)
+        names.update(family.name + suffix for suffix in SUFFIXES.get(family.type, ()))
+        names.update(sample.name for sample in family.samples)
+    return names
+
+
+def dashboard_expressions() -> list[str]:
+    """The PromQL of every panel of the provisioned Grafana dashboard."""
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return [target["expr"] for panel in panels for target in panel["targets"]]
+
+
+def dashboard_metric_names() -> set[str]:
+    return {name for expr in dashboard_expressions() for name in re.findall(r"\bfraud_[a-z0-9_]+", expr)}

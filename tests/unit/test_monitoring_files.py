@@ -10,12 +10,11 @@ import pytest
 import yaml
 
 from common.settings import REPO_ROOT, Settings
+from tests.metrics_scrape import DASHBOARD, SUFFIXES, dashboard_expressions, dashboard_metric_names
 
 pytestmark = pytest.mark.unit
 
 MONITORING = REPO_ROOT / "deploy" / "monitoring"
-DASHBOARD = MONITORING / "grafana" / "fraud-pipeline.json"
-SUFFIXES = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_count", "_sum", "_created")}
 
 
 def defined_metric_names() -> set[str]:
@@ -33,13 +32,8 @@ def defined_metric_names() -> set[str]:
     return {name for name in names if name.startswith("fraud_")}
 
 
-def dashboard_expressions() -> list[str]:
-    panels = json.loads(DASHBOARD.read_text())["panels"]
-    return [target["expr"] for panel in panels for target in panel["targets"]]
-
-
 def test_the_dashboard_references_only_metric_names_the_code_defines():
-    used = {name for expr in dashboard_expressions() for name in re.findall(r"\bfraud_[a-z0-9_]+", expr)}
+    used = dashboard_metric_names()
     defined = defined_metric_names()
     assert used, "the dashboard queries no fraud_ metric"
     assert used <= defined, f"not defined by the code: {sorted(used - defined)}"
