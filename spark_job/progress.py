@@ -110,7 +110,10 @@ class ProgressListener:
     def record(self, progress: dict) -> None:
         summary = summarize_progress(progress)
         if self.metrics is not None:
-            self.metrics.record(progress, summary)
+            try:
+                self.metrics.record(progress, summary)
+            except Exception as error:  # noqa: BLE001 - metrics must never cost the progress file
+                log.warning("metrics: cannot record the progress of %s: %s", summary.get("name"), error)
         name = summary["name"] or "unnamed"
         totals = self.totals.setdefault(name, {"input_rows": 0, "rows_dropped_by_watermark": 0,
                                                "invalid_records": 0})
