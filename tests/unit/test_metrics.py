@@ -204,3 +204,27 @@ def test_service_lag_is_highwater_minus_committed_for_the_assigned_partitions_on
     lag = {dict(labels)["partition"] for (name, labels), v in scrape(REGISTRY).items()
            if name == "fraud_service_consumer_lag_records" and dict(labels)["service"] == "lag-test"}
     assert lag == {"0"}
+
+
+def test_the_demo_names_every_metrics_url_and_the_local_prometheus():
+    from common.metrics_http import metrics_urls
+    from common.settings import Settings
+
+    line = metrics_urls(Settings.from_env({"detectors_metrics_port": 1, "enricher_metrics_port": 2,
+                                           "cases_metrics_port": 3, "prometheus_port": 4}, environ={}))
+    for url in ("http://127.0.0.1:1/metrics", "http://127.0.0.1:2/metrics", "http://127.0.0.1:3/metrics",
+                "http://127.0.0.1:4/"):
+        assert url in line
+    assert "off" in metrics_urls(Settings.from_env({"metrics_enabled": False}, environ={}))
+
+
+def test_the_local_prometheus_scrapes_the_settings_ports_on_loopback():
+    import yaml
+
+    from common.metrics_http import metrics_targets
+    from common.settings import Settings
+    from deploy.local_stack import prometheus_config
+
+    config = yaml.safe_load(prometheus_config(metrics_targets(Settings.from_env(environ={}))))
+    assert {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]} == {
+        "detectors": ["127.0.0.1:9181"], "enricher": ["127.0.0.1:9182"], "cases": ["127.0.0.1:9183"]}
