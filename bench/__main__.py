@@ -17,6 +17,8 @@ Benchmarks (NAME):
   demo          whole ``python -m demo`` runs (all five detectors, exactly once, the services) at several
                 rates, the query groups beside one query per detector: p99 per detector, lag, last alert
                 (bench/demo_latency.py)
+  metrics       the detector job with its Prometheus metrics on and off (FRAUD_METRICS_ENABLED), rounds
+                interleaved in one JVM: their cost in throughput (docs/metrics.md)
   memory        peak RSS of the JVM and Python workers (and of the baselines) vs distinct cards
                 (from ``pipeline`` when it ran, else its own shorter runs)
 
@@ -39,7 +41,7 @@ from bench.procs import machine
 from common.settings import REPO_ROOT, Settings, get_settings
 from deploy.processes import ProcessGroup
 
-NAMES = ("producer", "pipeline", "python", "faust", "latency", "demo", "exactly-once", "memory")
+NAMES = ("producer", "pipeline", "python", "faust", "latency", "demo", "exactly-once", "metrics", "memory")
 NOTES = [
     "Throughput = rows / (end of the last micro-batch − start of the first batch with data), from the "
     "queries' progress (JVM start and planning excluded); for the baselines rows / (last − first record "
@@ -85,7 +87,7 @@ def main(argv=None) -> int:
     parser.add_argument("--spark-timeout", type=float, help="cap in seconds per Spark variant")
     parser.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
     args = parser.parse_args(argv)
-    selected = list(args.only or ("producer", "pipeline", "latency", "demo", "exactly-once", "memory"))
+    selected = list(args.only or ("producer", "pipeline", "latency", "demo", "exactly-once", "metrics", "memory"))
 
     settings = get_settings()
     from deploy import local_stack
@@ -143,6 +145,8 @@ def main(argv=None) -> int:
                         pipe = results["benchmarks"].get("pipeline")
                         from_pipe = suites.exactly_once_from_pipeline(pipe) if pipe else None
                         results["benchmarks"]["exactly_once"] = from_pipe or suites.bench_exactly_once(run)
+                    elif name == "metrics":
+                        results["benchmarks"]["metrics"] = suites.bench_metrics(run)
                     elif name == "memory":
                         results["benchmarks"]["memory"] = suites.bench_memory(
                             run, results["benchmarks"].get("pipeline"))

@@ -44,8 +44,13 @@ class Collector:
         self.lock = threading.Lock()
         self.events: list[dict] = []
         self.listener = JsonProgressListener(self._record)
+        self.metrics = None                 # a run's SparkMetrics while it measures with metrics on
 
     def _record(self, progress: dict) -> None:
+        if self.metrics is not None:        # what the job's progress listener does with metrics on
+            from spark_job.progress import summarize_progress
+
+            self.metrics.record(progress, summarize_progress(progress))
         with self.lock:
             self.events.append(progress)
 
@@ -165,6 +170,49 @@ def _keep_progress(path: Path, events: list[dict]) -> None:
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
 
 
+class JobMetrics:
+    """The detector job's metrics as ``python -m detectors run`` has them (FRAUD_METRICS_ENABLED): fed by
+    the progress events and the exactly-once writer's hook, served on a port and scraped every
+    ``every_s`` as Prometheus would; ``stop()`` takes them off again."""
+
+    def __init__(self, collector: Collector, every_s: float = 5.0):
+        import socket
+        import urllib.request
+
+        from common.metrics_http import serve_metrics
+        from spark_job.alert_writer import ExactlyOnceWriter
+        from spark_job.metrics import SparkMetrics
+
+        self.collector, self.metrics = collector, SparkMetrics()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.server = serve_metrics(self.metrics.registry, "127.0.0.1", port, "bench")
+        ExactlyOnceWriter.observer = self.metrics
+        collector.metrics = self.metrics
+        self.scrapes = 0
+        self.stopping = threading.Event()
+
+        def scrape():
+            while not self.stopping.wait(every_s):
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                    response.read()
+                self.scrapes += 1
+        self.scraper = threading.Thread(target=scrape, daemon=True)
+        self.scraper.start()
+
+    def stop(self) -> None:
+        from spark_job.alert_writer import ExactlyOnceWriter
+
+        self.stopping.set()
+        self.scraper.join(timeout=10)
+        ExactlyOnceWriter.observer = None
+        self.collector.metrics = None
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
 def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) -> dict:
     from common.waiting import wait_until
     from spark_job.queries import RunOptions, start_detectors
@@ -178,6 +226,7 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
                          max_offsets_per_trigger=run.get("max_offsets_per_trigger"),
                          checkpoint_root=tmp / f"ckpt-{run['name']}-{time.monotonic_ns()}")
     sampler.reset()
+    metrics = JobMetrics(collector) if run.get("metrics") else None
     started = time.monotonic()
     queries = start_detectors(spark, detectors, s, options)
     names = [q.name for q in queries]
@@ -195,9 +244,13 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
     finally:
         for q in queries:
             q.stop()
+        if metrics is not None:
+            metrics.stop()
     events = collector.of(set(names))
     _keep_progress(tmp / f"{run['name']}.progress.jsonl", events)
     result = summarize(events, names, expected)
+    if metrics is not None:
+        result["metrics_scrapes"] = metrics.scrapes
     result.update({"name": run["name"], "capped": capped, "wall_s_with_startup": round(time.monotonic() - started, 1),
                    "rss_peak_bytes": dict(sampler.peak), "rss_last_bytes": dict(sampler.last),
                    "load_avg": os.getloadavg()})

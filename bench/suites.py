@@ -569,6 +569,38 @@ def bench_exactly_once(run: BenchRun) -> dict:
     return out
 
 
+def bench_metrics(run: BenchRun, rounds: int = 3) -> dict:
+    """The detector job with its Prometheus metrics on and off (FRAUD_METRICS_ENABLED), double_swipe +
+    velocity with the exactly-once writer, in one JVM, rounds interleaved with the order alternating: the
+    metrics' cost in throughput (target: under 2%)."""
+    cards = run.sizes.cards[0]
+    run.set_phase(f"metrics: data for {cards:,} cards")
+    data = run.dataset(cards)
+    run.set_phase(f"metrics: double_swipe + velocity with metrics on and off, {rounds} round(s), interleaved")
+    # The JVM's first query runs cold (code generation, JIT): a whole unmeasured run of the same query, so
+    # that the first measured one is not the slow one.
+    plan = [spark_plan_run(run, "warmup", DS_VEL, True, "exactly-once", data)]
+    for i in range(rounds):
+        pair = [("on", True), ("off", False)]
+        for state, on in (pair if i % 2 == 0 else pair[::-1]):
+            plan.append({**spark_plan_run(run, f"metrics_{state}_round{i}", DS_VEL, True, "exactly-once", data),
+                         "metrics": on})
+    result = run_spark_plan(run, "metrics", plan, 240 + sum(p["timeout_s"] + 30 for p in plan))
+    runs = result["runs"][1:]
+    on = [r["tx_per_second"] for r in runs if r["name"].startswith("metrics_on") and r["tx_per_second"]]
+    off = [r["tx_per_second"] for r in runs if r["name"].startswith("metrics_off") and r["tx_per_second"]]
+    out = {"cards": cards, "runs": runs, "metrics_on_tx_per_s": on, "metrics_off_tx_per_s": off}
+    if on and off and len(on) == len(off):
+        out["on_median"], out["off_median"] = statistics.median(on), statistics.median(off)
+        # paired by round (the two runs of a round are back to back, so they share the machine's load)
+        out["cost_pct"] = round(100 * statistics.median(1 - a / b for a, b in zip(on, off)), 1)
+    for r in runs:
+        run.log(f"    {r['name']:<20} {r['tx_per_second'] or 0:>10,.0f} tx/s  alerts {r['alerts']}"
+                f"{'  scrapes ' + str(r['metrics_scrapes']) if 'metrics_scrapes' in r else ''}")
+    run.log(f"    throughput cost of the metrics: {out.get('cost_pct')} %")
+    return out
+
+
 # ===================================================================================================
 # 5. memory vs distinct cards
 # ===================================================================================================

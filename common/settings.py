@@ -111,6 +111,15 @@ class Settings:
     spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
 
+    # --- Metrics (docs/metrics.md): each process serves /metrics in the Prometheus text format -------
+    metrics_enabled: bool = _env("FRAUD_METRICS_ENABLED", True)      # false: no endpoint, no per-batch cost
+    metrics_host: str = _env("FRAUD_METRICS_HOST", "127.0.0.1")
+    detectors_metrics_port: int = _env("FRAUD_DETECTORS_METRICS_PORT", 9181)
+    enricher_metrics_port: int = _env("FRAUD_ENRICHER_METRICS_PORT", 9182)
+    cases_metrics_port: int = _env("FRAUD_CASES_METRICS_PORT", 9183)
+    # The local Prometheus `make up` starts when Debian's prometheus package is installed or installable
+    prometheus_port: int = _env("FRAUD_PROMETHEUS_PORT", 9190)
+
     # --- Local state (all git-ignored) ---------------------------------------------------------
     run_dir: Path = _env("FRAUD_RUN_DIR", REPO_ROOT / ".run")
     cache_dir: Path = _env("FRAUD_CACHE_DIR", REPO_ROOT / ".cache")

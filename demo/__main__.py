@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from common.cli_errors import ArgumentParser, positive_float, run_command
+from common.metrics_http import metrics_urls
 from common.settings import REPO_ROOT, Settings, get_settings
 from common.waiting import wait_until
 from demo.diamond import LocalDiamond, Traffic, dashboard_url
@@ -93,6 +94,7 @@ def _run(diamond: LocalDiamond, monitor: PipelineMonitor, out: Path, args, say, 
 
     dashboard = dashboard_url(diamond.settings)
     say(f"dashboard: {dashboard}")
+    say(metrics_urls(diamond.settings))
     say(f"publishing simulated transactions for {args.duration:.0f} s at {args.rate:.0f}/s ...")
     labels_path = out / "labels.jsonl"
     traffic_started = time.time()

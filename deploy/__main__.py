@@ -20,7 +20,10 @@ def main(argv: list[str] | None = None) -> int:
                          "at first start, ACLs per component; each user's client settings are written to "
                          "<run_dir>/kafka/security/<user>.env); "
                          "implied when FRAUD_KAFKA_SECURITY_PROTOCOL=SASL_SSL")
-    sub.add_parser("down", help="stop Kafka and Redis")
+    up.add_argument("--no-prometheus", action="store_true",
+                    help="do not start Prometheus (by default it is started when installed or installable from "
+                         "Debian's packages, scraping the services' /metrics; docs/metrics.md)")
+    sub.add_parser("down", help="stop Kafka, Redis and Prometheus")
     sub.add_parser("status", help="show what is running")
     sub.add_parser("wipe", help="stop the stack and delete its data (keeps downloads)")
     sub.add_parser("fetch", help="download the broker and the Spark connector jars only")
@@ -29,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = get_settings()
     try:
         if args.command == "up":
-            local_stack.up(settings, secure=args.secure or settings.kafka_security_protocol == "SASL_SSL")
+            local_stack.up(settings, secure=args.secure or settings.kafka_security_protocol == "SASL_SSL",
+                           prometheus=not args.no_prometheus)
         elif args.command == "down":
             local_stack.down(settings)
         elif args.command == "wipe":

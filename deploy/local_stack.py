@@ -446,11 +446,112 @@ def redis_ready(settings: Settings) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
+# Prometheus (optional: the stack runs without it)
+# --------------------------------------------------------------------------------------------
+
+def ensure_prometheus(settings: Settings) -> str | None:
+    """A prometheus binary: the machine's, or Debian's package unpacked into the cache; None when
+    neither can be had (no apt-get, or the download failed).
+
+    The package is downloaded and unpacked (``apt-get download``, ``dpkg-deb -x``), not installed: an
+    installed package starts a system service listening on every interface, and its binary needs only
+    libc."""
+    found = shutil.which("prometheus")
+    unpacked = settings.cache_dir / "prometheus" / "usr" / "bin" / "prometheus"
+    if found or unpacked.exists():
+        return found or str(unpacked)
+    apt, dpkg_deb = shutil.which("apt-get"), shutil.which("dpkg-deb")
+    if apt is None or dpkg_deb is None:
+        return None
+    downloads = settings.cache_dir / "downloads"
+    downloads.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    attempts = [[apt, "download", "-q", "prometheus"]]
+    if os.geteuid() == 0:          # package lists may be missing (a fresh container): refresh them once
+        attempts += [[apt, "update", "-q"], [apt, "download", "-q", "prometheus"]]
+    for cmd in attempts:
+        subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=downloads, stdin=subprocess.DEVNULL)
+        debs = sorted(downloads.glob("prometheus_*.deb"))
+        if debs:
+            result = subprocess.run([dpkg_deb, "-x", str(debs[-1]), str(settings.cache_dir / "prometheus")],
+                                    capture_output=True, text=True)
+            return str(unpacked) if result.returncode == 0 and unpacked.exists() else None
+    return None
+
+
+def prometheus_config(targets: dict[str, str], scrape_interval: str = "5s") -> str:
+    """Prometheus's configuration (JSON is YAML) scraping ``targets`` (job name -> host:port)."""
+    import json
+
+    return json.dumps({"global": {"scrape_interval": scrape_interval, "evaluation_interval": "15s"},
+                       "scrape_configs": [{"job_name": name, "static_configs": [{"targets": [target]}]}
+                                          for name, target in targets.items()]}, indent=2) + "\n"
+
+
+class PrometheusServer(Service):
+    """Prometheus on 127.0.0.1:``FRAUD_PROMETHEUS_PORT`` scraping the local services' ``/metrics``
+    (``common.metrics_http.metrics_targets``), its data in ``<run_dir>/prometheus``."""
+
+    def __init__(self, settings: Settings, targets: dict[str, str] | None = None):
+        from common.metrics_http import metrics_targets
+
+        super().__init__("prometheus", settings.prometheus_port, settings)
+        self.targets = targets if targets is not None else metrics_targets(settings)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def ready(self) -> bool:
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(self.url + "-/ready", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def up(self, timeout: float = 60.0) -> str:
+        """Start it (or find it running); one line saying where, or why it is not running."""
+        if self.ready():
+            return f"Prometheus: running at {self.url}"
+        binary = ensure_prometheus(self.settings)
+        if binary is None:
+            return ("Prometheus: not installed and cannot be had from Debian's packages here "
+                    "(Debian: apt-get install prometheus); the stack runs without it")
+        data = self.settings.run_dir / "prometheus"
+        (data / "data").mkdir(parents=True, exist_ok=True)
+        config = data / "prometheus.yml"
+        config.write_text(prometheus_config(self.targets))
+        self.start([binary, f"--config.file={config}", f"--storage.tsdb.path={data / 'data'}",
+                    "--storage.tsdb.retention.time=2d", f"--web.listen-address=127.0.0.1:{self.port}"])
+        try:
+            wait_until(lambda: self.exited_early() or self.ready(), timeout, "Prometheus to be ready", interval=0.2)
+        except TimeoutError:
+            self.stop()
+            raise StackError(f"Prometheus was not ready in {timeout:.0f} s; log:\n{self.tail()}") from None
+        if self.exited_early():
+            self.pid_file.unlink(missing_ok=True)
+            raise StackError(f"prometheus exited at start; its log ends with:\n{self.tail()}")
+        return f"Prometheus: {self.url} scraping {', '.join(self.targets.values())}"
+
+    def targets_health(self) -> dict[str, str]:
+        """Each scrape target's job and health (``/api/v1/targets``): ``{job: "up"|"down"|"unknown"}``."""
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "api/v1/targets", timeout=5) as response:
+            active = json.load(response)["data"]["activeTargets"]
+        return {target["labels"]["job"]: target["health"] for target in active}
+
+
+# --------------------------------------------------------------------------------------------
 # The whole stack
 # --------------------------------------------------------------------------------------------
 
-def up(settings: Settings, log=print, secure: bool = False) -> Settings:
-    """Start Redis and the broker (SASL_SSL with ``secure``) and create the topics; return the
+def up(settings: Settings, log=print, secure: bool = False, prometheus: bool = False) -> Settings:
+    """Start Redis and the broker (SASL_SSL with ``secure``) and create the topics, and with
+    ``prometheus`` a Prometheus scraping the services' metrics when one can be had; return the
     settings clients of this stack use (with the SASL_SSL credentials when secure)."""
     started = time.monotonic()
     ensure_java()
@@ -473,12 +574,17 @@ def up(settings: Settings, log=print, secure: bool = False) -> Settings:
         env_files = write_user_envs(settings, broker.secrets())
         log(f"SASL_SSL clients: `set -a; . {broker.security_dir}/<user>.env; set +a` sets the FRAUD_KAFKA_* "
             f"variables of one user ({', '.join(env_files)}; CA {client.kafka_ssl_cafile})")
+    if prometheus:
+        try:
+            log(PrometheusServer(settings).up())
+        except StackError as error:    # observability is optional: the stack is up without it
+            log(f"Prometheus did not start: {error}")
     log(f"local stack up in {time.monotonic() - started:.1f} s")
     return client
 
 
 def down(settings: Settings, log=print) -> None:
-    for service in (KafkaBroker(settings), RedisServer(settings)):
+    for service in (PrometheusServer(settings), KafkaBroker(settings), RedisServer(settings)):
         log(f"{service.name}: {'stopped' if service.stop() else 'not running'}")
 
 
@@ -489,6 +595,8 @@ def status(settings: Settings) -> dict[str, dict]:
         "kafka": {"pid": kafka.pid(), "address": describe_endpoint(client), "ready": broker_ready(client)},
         "redis": {"pid": redis_server.pid(), "address": redis_address(settings),
                   "ready": redis_ready(settings)},
+        "prometheus": {"pid": PrometheusServer(settings).pid(), "address": PrometheusServer(settings).url,
+                       "ready": PrometheusServer(settings).ready()},
         "spark-kafka jars": {"ready": (settings.spark_jars_dir / ".complete").exists(),
                              "address": str(settings.spark_jars_dir), "pid": None},
     }
@@ -497,7 +605,7 @@ def status(settings: Settings) -> dict[str, dict]:
 def wipe(settings: Settings) -> None:
     """Stop the stack and delete its data (not the download cache)."""
     down(settings, log=lambda _msg: None)
-    for path in (settings.run_dir / "kafka", settings.run_dir / "redis"):
+    for path in (settings.run_dir / "kafka", settings.run_dir / "redis", settings.run_dir / "prometheus"):
         shutil.rmtree(path, ignore_errors=True)
 
 

@@ -52,6 +52,8 @@ from common.kafka_io import json_bytes
 from common.settings import get_settings
 from services.case_logic import (CARD_RETENTION, already_handled, apply_to_card, current_versions, forget_card,
                                  forgotten)
+from services import metrics
+from services.dashboard.latency import alert_latency_ms
 from services.enrichment import decode_alert
 from services.faust_support import (exit_on_agent_error, main as run_cli, make_app, redis_client, redis_errors,
                                     retry_forever)
@@ -65,6 +67,7 @@ TRIM_EVERY = 200
 SWEEP_EVERY = timedelta(hours=6)         # of a partition's event time: how often its forgotten cards are looked for
 RESTORE_CHUNK = 200                      # cards per MULTI/EXEC when Redis is rebuilt
 REDIS_CHECK_S = 5.0                      # how often the case manager checks that Redis still has its cases
+SERVICE = "cases"                        # its label in the metrics (docs/metrics.md)
 
 
 def epoch_ms(text: str) -> int:
@@ -215,6 +218,9 @@ class CaseStore:
             await self.redis.hset(self.keys.restored_partitions, mapping={str(p): run_id for p in partitions})
         return written
 
+    async def open_count(self) -> int:
+        return int(await self.redis.zcard(self.keys.open_cases))
+
     async def drop_vanished_open_cases(self) -> int:
         """Remove from ``cases:open`` the members whose case JSON is gone (written with a TTL by an older
         version, or deleted by hand), so the dashboard's open-case count is what it can show."""
@@ -280,21 +286,28 @@ async def handle_enriched(raw: Any, table: MutableMapping[str, Any], store: Case
     """Steps 1-3 of the module docstring for one enriched alert (of ``partition``), then the partition's
     forgotten cards (``forget_cards``) when ``sweep`` says it is time; returns the case versions sent
     for the alert."""
+    metrics.RECORDS.labels(SERVICE).inc()
     try:
         alert = decode_alert(raw)
     except ContractError as exc:
+        metrics.INVALID.labels(SERVICE).inc()
         log.error("enriched alert breaks the contract, ignored: %s (%s)", exc, safe_excerpt(raw))
         return []
     card_id = alert["card_id"]
     state = table.get(card_id)
     if already_handled(state, alert):
+        metrics.DEDUPE_HITS.labels(SERVICE).inc()
         updates = current_versions(state)      # redelivery: re-do the idempotent effects
     else:
         new_state, updates = apply_to_card(state, alert)
         table[card_id] = {**new_state, "partition": partition}   # which cards a sweep of the partition may delete
+        latency_ms = alert_latency_ms(alert)
+        if latency_ms is not None:
+            metrics.LATENCY.labels(alert["detector"]).observe(latency_ms / 1000)
     await store.save(alert, updates)
     for case in updates:
         await publish(card_id, case)
+    metrics.PUBLISHED.labels(SERVICE).inc(len(updates))
     now = parse_event_time(alert["event_time"])
     if sweep is not None and sweep.due(partition, now):
         forgotten_cards = await forget_cards(table, partition, now, store, publish)
@@ -367,12 +380,17 @@ async def keep_redis_whole() -> None:
                             sorted(lost), written)
             if next(_checks) % 60 == 0:     # every 5 min: a full scan of cases:open
                 await store().drop_vanished_open_cases()
+            metrics.OPEN_CASES.set(await store().open_count())
     except redis_errors() as exc:   # Redis away: the next tick tries again
+        metrics.redis_failed()
         log.warning("redis: cannot check the cases (%s); trying again in %.0f s", exc, REDIS_CHECK_S)
 
 
+metrics.install(app, SERVICE, settings.topic_alerts_enriched)
+
+
 def main() -> None:
-    run_cli(app, settings)
+    run_cli(app, settings, lambda: metrics.serve(settings, SERVICE, settings.cases_metrics_port))
 
 
 if __name__ == "__main__":

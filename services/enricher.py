@@ -40,6 +40,7 @@ from common.contracts import ContractError, card_key, customer_key, merchant_key
 from common.kafka_io import json_bytes
 from common.settings import get_settings
 from services.enrichment import RECENT_WINDOW_HOURS, customer_id_of, decode_alert, enrich
+from services import metrics
 from services.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
 from common.redis_keys import RedisKeys
 
@@ -189,13 +190,20 @@ async def enrich_alerts(stream):
             result = await process_batch(batch, store(), publish_enriched, datetime.now(timezone.utc))
         except Exception:
             exit_on_agent_error("enricher")
+        metrics.RECORDS.labels(SERVICE).inc(len(batch))
+        metrics.PUBLISHED.labels(SERVICE).inc(len(result.published))
+        metrics.DEDUPE_HITS.labels(SERVICE).inc(result.duplicates)
+        metrics.INVALID.labels(SERVICE).inc(result.invalid)
         if result.duplicates or result.invalid:
             log.info("enriched %d, dropped %d already enriched, %d invalid",
                      len(result.published), result.duplicates, result.invalid)
 
 
+metrics.install(app, SERVICE, settings.topic_alerts)
+
+
 def main() -> None:
-    run_cli(app, settings)
+    run_cli(app, settings, lambda: metrics.serve(settings, SERVICE, settings.enricher_metrics_port))
 
 
 if __name__ == "__main__":

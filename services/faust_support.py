@@ -30,6 +30,7 @@ from mode.utils.queues import FlowControlEvent
 
 from common.kafka_clients import faust_broker_options
 from common.settings import Settings
+from services import metrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -112,18 +113,21 @@ def make_app(app_id: str, settings: Settings, **overrides: Any) -> ReadCommitted
     return ReadCommittedApp(app_id, **options)
 
 
-def main(app: faust.App, settings: Settings) -> None:
+def main(app: faust.App, settings: Settings, serve_metrics: Callable[[], Any] | None = None) -> None:
     """Faust's command line for ``app`` (``worker``, ``agents``, ``tables``, ...).
 
     ``worker`` first declares the tables' changelog topics (``declare_changelogs``), and runs without
     Faust's own web server unless ``--with-web``/``--web-port`` is given: its fixed port 6066 would
     clash between the several workers of one host. ``--help`` connects to nothing: creating the app,
-    its topics and tables does not, and the changelogs are declared only for a worker that starts.
+    its topics and tables does not, and the changelogs are declared only for a worker that starts,
+    which also starts ``serve_metrics`` (the service's ``/metrics``, ``services.metrics.serve``).
     """
     argv = sys.argv[1:]
     if argv[:1] == ["worker"]:
         if not any(a in ("-h", "--help") for a in argv):
             declare_changelogs(app, settings)
+            if serve_metrics is not None:
+                serve_metrics()
         if not any(a.startswith(("--with-web", "--without-web", "--web-port")) for a in argv):
             sys.argv = [sys.argv[0], *argv, "--without-web"]
     app.main()
@@ -196,7 +200,9 @@ async def retry_forever(what: str, operation: Callable[[], Awaitable[T]],
             return await operation()
         except retry_on as exc:
             if isinstance(exc, permanent_redis_errors()):
+                metrics.redis_failed()
                 raise                  # a wrong password does not get better by waiting: fail loudly
+            metrics.retried(what)
             attempt += 1
             log.warning("%s failed (attempt %d: %s); retrying in %.1f s", what, attempt, exc, delay)
             await sleep(delay)  # backoff pacing between retries, not a guess at a duration

@@ -186,6 +186,9 @@ class ExactlyOnceWriter:
     # Test-only: called as after_commit(writer, batch_id) right after a batch's transaction commits, before
     # Spark records the batch; the crash tests' driver sets it to die there. Nothing else sets it.
     after_commit: Callable[["ExactlyOnceWriter", int], None] | None = None
+    # Metrics (spark_job.metrics.SparkMetrics, set by the job when they are on): observer.batch(writer_id)
+    # tallies the rows it passes on and counts them when told committed(); skipped_batch(writer_id).
+    observer = None
 
     def __init__(self, settings: Settings, writer_id: str, checkpoint_dir: str | Path,
                  transaction_timeout_ms: int = 60000):
@@ -243,6 +246,8 @@ class ExactlyOnceWriter:
             raise
         if action == "skip":
             self.stats["batches_skipped"] += 1
+            if type(self).observer is not None:
+                type(self).observer.skipped_batch(self.writer_id)
             self._publish_stats()
             log.warning("writer %s: batch %d already committed with the same offsets: skipped replay",
                         self.writer_id, batch_id)
@@ -256,6 +261,9 @@ class ExactlyOnceWriter:
     def write_batch(self, rows: Iterable[tuple[str, str, str | None, str]], batch_id: int,
                     end_offsets: list | None = None) -> int:
         producer = self.producer
+        tally = type(self).observer.batch(self.writer_id) if type(self).observer is not None else None
+        if tally is not None:
+            rows = tally.rows(rows)
         producer.begin_transaction()
         try:
             detected_at = format_event_time_now()
@@ -273,7 +281,11 @@ class ExactlyOnceWriter:
             producer.commit_transaction()
         except BaseException:
             _abort_quietly(producer)
+            if tally is not None:
+                tally.aborted()
             raise
+        if tally is not None:
+            tally.committed()
         self.last = marker
         self.stats["batches_written"] += 1
         self.stats["records_written"] += count

@@ -67,6 +67,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from common.spark import get_spark
     from common.settings import get_settings
     from detectors import registry
+    from spark_job.metrics import start_job_metrics
     from spark_job.progress import ProgressListener, RedisProgress
     from spark_job.supervision import supervise
 
@@ -75,7 +76,8 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     detectors = [registry.get(name) for name in names] if names else registry.all()
     options = from_arguments(args, settings.detector_groups)
     spark = get_spark("fraud-detectors", settings)
-    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings))
+    metrics = start_job_metrics(settings)
+    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
     spark.streams.addListener(listener.listener)
 
     job = JobQueries(spark, detectors, settings, options)
@@ -91,7 +93,8 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
         return stopping["now"] or (stop_at is not None and time.monotonic() > stop_at)
 
     try:
-        failed = supervise(spark, queries, job.restart, until=until)
+        restart = metrics.counting_restarts(job.restart) if metrics is not None else job.restart
+        failed = supervise(spark, queries, restart, until=until)
     except KeyboardInterrupt:
         failed = 0
     finally:

@@ -88,11 +88,12 @@ class ProgressListener:
     """Logs a compact line per micro-batch and keeps the latest progress of each query in a JSON file
     under ``<run_dir>/progress/`` (read by the demo's live view and the dashboard)."""
 
-    def __init__(self, progress_dir: Path, publish: Callable[[str, dict], None] | None = None):
+    def __init__(self, progress_dir: Path, publish: Callable[[str, dict], None] | None = None, metrics=None):
         from common.progress_events import JsonProgressListener
 
         self.progress_dir = progress_dir
         self.publish = publish
+        self.metrics = metrics             # spark_job.metrics.SparkMetrics, or None when metrics are off
         progress_dir.mkdir(parents=True, exist_ok=True)
         self.listener = JsonProgressListener(
             self.record,
@@ -108,6 +109,11 @@ class ProgressListener:
 
     def record(self, progress: dict) -> None:
         summary = summarize_progress(progress)
+        if self.metrics is not None:
+            try:
+                self.metrics.record(progress, summary)
+            except Exception as error:  # noqa: BLE001 - metrics must never cost the progress file
+                log.warning("metrics: cannot record the progress of %s: %s", summary.get("name"), error)
         name = summary["name"] or "unnamed"
         totals = self.totals.setdefault(name, {"input_rows": 0, "rows_dropped_by_watermark": 0,
                                                "invalid_records": 0})

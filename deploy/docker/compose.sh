@@ -34,5 +34,14 @@ args=(-f deploy/docker-compose.yml)
 if [[ $(images) == local ]]; then
     args+=(--env-file deploy/docker/local-images.env)
     export DOCKER_BUILDKIT=0             # the engine's own builder: no buildx plugin, nothing to pull
+    # Grafana is not in Debian (and its Go module is AGPL: not built here): without its pinned image the
+    # monitoring profile runs Prometheus alone (the `prometheus` profile), saying so in one line.
+    grafana=$(sed -n 's/.*image: ${GRAFANA_IMAGE:-\(.*\)}$/\1/p' deploy/docker-compose.yml)
+    if [[ " $* ${COMPOSE_PROFILES:-} " =~ [\ ,=]monitoring[\ ,] ]] && ! docker image inspect "${GRAFANA_IMAGE:-$grafana}" >/dev/null 2>&1; then
+        echo "monitoring: no image registry and no ${GRAFANA_IMAGE:-$grafana} here: running Prometheus without Grafana (http://127.0.0.1:${PROMETHEUS_HOST_PORT:-19090}/)" >&2
+        set -- "${@/#monitoring/prometheus}"
+        set -- "${@/#--profile=monitoring/--profile=prometheus}"
+        [[ -n ${COMPOSE_PROFILES:-} ]] && export COMPOSE_PROFILES=${COMPOSE_PROFILES//monitoring/prometheus}
+    fi
 fi
 exec docker compose "${args[@]}" "$@"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Images for deploy/docker-compose.yml built on this machine, for one without an image registry: a
 # Debian bookworm base from debootstrap (base-image.sh), then Python 3.11, a JRE 17 and Maven from
-# Debian's packages, Redis from Debian, and the Kafka broker from Maven Central as `make fetch` gets it.
+# Debian's packages, Redis from Debian, the Kafka broker from Maven Central as `make fetch` gets it, and
+# Prometheus from Debian for the `monitoring` profile (Grafana is not in Debian: compose.sh says so).
 # The compose file picks them through the variables of deploy/docker/local-images.env; the project's
 # own image is then built by compose from deploy/docker/app.Dockerfile on top of them.
 # Docker's layer cache keeps every image: a second run builds nothing.
@@ -32,3 +33,4 @@ build "$(image JRE_IMAGE)" deploy/docker/local/jre.Dockerfile
 build "$(image MAVEN_IMAGE)" deploy/docker/local/maven.Dockerfile
 build "$(image REDIS_IMAGE)" deploy/docker/local/redis.Dockerfile
 build "$(image KAFKA_IMAGE)" deploy/docker/local/kafka.Dockerfile
+build "$(image PROMETHEUS_IMAGE)" deploy/docker/local/prometheus.Dockerfile

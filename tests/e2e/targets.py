@@ -69,7 +69,9 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
 
     traffic = new_traffic()
     run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
-    base = _with_a_model(stack.replace(dashboard_port=_free_port()), out, say)
+    base = _with_a_model(stack.replace(dashboard_port=_free_port(), detectors_metrics_port=_free_port(),
+                                       enricher_metrics_port=_free_port(), cases_metrics_port=_free_port(),
+                                       prometheus_port=_free_port()), out, say)
     diamond = LocalDiamond(base, run_id, traffic, say_and_keep, prefix="e2e")
     started = time.monotonic()
     try:
@@ -77,16 +79,22 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
             services_up = time.monotonic() - started
             monitor = PipelineMonitor(diamond.settings)
             monitor.start()
+            prometheus = _start_prometheus(diamond.settings, say)
             try:
                 traffic_started = time.time()
                 run = drive("local", diamond.settings, traffic, out, diamond.publish, diamond.check_services, say)
                 report = write_report(out, diamond.settings, out / "labels.jsonl", monitor, traffic,
                                       traffic_started, wall_seconds=time.monotonic() - started)
+                observed = _observability(diamond.settings, prometheus)
             finally:
                 monitor.stop()
+                if prometheus is not None:
+                    prometheus.stop()
+                    shutil.rmtree(prometheus.settings.run_dir, ignore_errors=True)
         stopping = time.monotonic()
         run.timings = {"services_up": services_up, **run.timings}
-        run.local = {"report": report, "out": out, "leftovers": diamond.leftovers, "messages": messages}
+        run.local = {"report": report, "out": out, "leftovers": diamond.leftovers, "messages": messages,
+                     **observed}
         files = [diamond.settings.run_dir, out]
         run.pan_findings += scan_paths(files)
         run.scanned["files"] = sum(1 for path in files for f in path.rglob("*") if f.is_file())
@@ -117,6 +125,40 @@ def _with_a_model(settings: Settings, out: Path, say: Say) -> Settings:
     folder = out / "model-registry"
     train_tiny_model(folder)
     return settings.replace(model_registry=folder)
+
+
+def _start_prometheus(settings: Settings, say: Say):
+    """A Prometheus of this run scraping its services (data outside the run's files, which are scanned
+    for card numbers), or None without a prometheus binary."""
+    import tempfile
+
+    from common.metrics_http import metrics_targets
+    from deploy.local_stack import PrometheusServer, ensure_prometheus
+
+    own = settings.replace(run_dir=Path(tempfile.mkdtemp(prefix="e2e-prometheus-")))
+    if ensure_prometheus(own) is None:
+        return None
+    prometheus = PrometheusServer(own, metrics_targets(settings))
+    say(prometheus.up())
+    return prometheus
+
+
+def _observability(settings: Settings, prometheus) -> dict:
+    """What Prometheus says of its targets once they all had time to be scraped (None without one), and
+    the metric names each service exposes."""
+    from common.metrics_http import metrics_targets
+    from tests.metrics_scrape import exposed_names
+
+    health = None
+    if prometheus is not None:
+        want = {job: "up" for job in metrics_targets(settings)}
+        try:
+            health = wait_until(lambda: h if (h := prometheus.targets_health()) == want else None, 60,
+                                "Prometheus to find every target up")
+        except TimeoutError:
+            health = prometheus.targets_health()
+    names = {job: exposed_names(target) for job, target in metrics_targets(settings).items()}
+    return {"prometheus_targets": health, "metric_names": names}
 
 
 def _free_port() -> int:

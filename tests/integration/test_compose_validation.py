@@ -63,6 +63,23 @@ def test_compose_file_is_valid_for_docker_compose(composecheck, profiles):
                       "published": "18765", "protocol": "tcp"}]
 
 
+@pytest.mark.parametrize("profile, monitoring", [("monitoring", {"prometheus", "grafana"}), ("prometheus", {"prometheus"})])
+def test_the_monitoring_profile_adds_prometheus_and_grafana_with_their_files(composecheck, profile, monitoring):
+    """``monitoring``: Prometheus and Grafana; ``prometheus``: Prometheus alone, what compose.sh runs where
+    Grafana's image cannot be had."""
+    result = composecheck(COMPOSE_FILE, profile)
+    assert result.returncode == 0, result.stderr
+    project = json.loads(result.stdout)
+    assert set(project["services"]) == {"kafka", "redis", "topics", "train", "detectors", "enricher", "cases",
+                                        "dashboard"} | monitoring
+    prometheus = project["services"]["prometheus"]
+    assert prometheus["ports"][0]["host_ip"] == "127.0.0.1" and prometheus["ports"][0]["published"] == "19090"
+    files = {name: config["file"] for name, config in project["configs"].items()}
+    assert files["prometheus-config"] == str(REPO_ROOT / "deploy" / "monitoring" / "prometheus.yml")
+    assert all(os.path.exists(path) for path in files.values()), files
+    assert project["services"]["detectors"]["environment"]["FRAUD_METRICS_HOST"] == "0.0.0.0"
+
+
 def test_the_local_images_env_file_replaces_every_image(composecheck):
     from tests.compose_file import LOCAL_IMAGES_ENV, env_file
 
@@ -72,6 +89,8 @@ def test_the_local_images_env_file_replaces_every_image(composecheck):
     services = json.loads(result.stdout)["services"]
     assert services["kafka"]["image"] == local["KAFKA_IMAGE"]
     assert services["redis"]["image"] == local["REDIS_IMAGE"]
+    with_prometheus = json.loads(composecheck(COMPOSE_FILE, "prometheus", env=local).stdout)["services"]
+    assert with_prometheus["prometheus"]["image"] == local["PROMETHEUS_IMAGE"]
     for name in ("topics", "train", "detectors", "enricher", "cases", "dashboard"):
         assert services[name]["build"]["args"] == {k: local[k] for k in ("PYTHON_IMAGE", "JRE_IMAGE", "MAVEN_IMAGE")}
 

@@ -325,7 +325,7 @@ def test_every_image_is_overridable_and_defaults_to_the_pinned_official_one(serv
         assert service["build"]["args"] == defaults, f"{name}: build args differ from the Dockerfile's defaults"
     local = dict(line.split("=", 1) for line in (DEPLOY / "docker" / "local-images.env").read_text().splitlines()
                  if line and not line.startswith("#"))
-    assert set(local) == set(defaults) | {"KAFKA_IMAGE", "REDIS_IMAGE"}
+    assert set(local) == set(defaults) | {"KAFKA_IMAGE", "REDIS_IMAGE", "PROMETHEUS_IMAGE"}
     assert all(image.startswith("fraud-local/") for image in local.values())
 
 
