@@ -17,10 +17,28 @@ def matrix(frame: pd.DataFrame, features: list[str]) -> np.ndarray:
     return frame[features].to_numpy(dtype=np.float64)
 
 
+_thread_limits = None
+
+
+def hold_threads() -> None:
+    """Hold OpenMP and BLAS to ``estimators.OPENMP_THREADS`` in this process, once: scikit-learn's gradient
+    boosting predicts with a thread per core, and on two cores shared with Spark and the broker its threads
+    wait for each other, spinning: many times the CPU of one thread (``python -m bench.ml_rows``,
+    docs/performance.md)."""
+    global _thread_limits
+    if _thread_limits is None:
+        from threadpoolctl import threadpool_limits
+
+        from models.estimators import OPENMP_THREADS
+
+        _thread_limits = threadpool_limits(OPENMP_THREADS)
+
+
 def predict(estimator, X: np.ndarray) -> np.ndarray:
     """Fraud probability (0..1) per row."""
     if len(X) == 0:
         return np.zeros(0)
+    hold_threads()
     return estimator.predict_proba(X)[:, 1].astype(np.float64)
 
 

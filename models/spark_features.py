@@ -52,8 +52,8 @@ CUSTOMER_STEP_SCHEMA = ("txn_id string, card_id string, customer_id string, merc
                         + ", ".join(f"{name} double" for name in fx.ROW_FEATURES + fx.CUSTOMER_FEATURES))
 HISTORY_MARGIN_MS = fx.DAY_MS    # kept beyond the longest window, for rows arriving late
 KEEP_MS = fx.CUSTOMER_HISTORY_MS + HISTORY_MARGIN_MS
-# Groups of the stateful step. A live batch touches every bucket and each call has a fixed pandas cost:
-# 8 buckets cost a sixth of 64 per row at 1,000-row batches (docs/performance.md, "Real time in make demo").
+# Groups of the stateful step. A live batch touches every bucket and each call has a fixed pandas cost, so
+# fewer buckets cost less per row (``python -m bench.ml_rows``; docs/performance.md, "Real time in make demo").
 STATE_BUCKETS = 8
 
 
