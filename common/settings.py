@@ -83,6 +83,8 @@ class Settings:
     spark_driver_memory: str = _env("FRAUD_SPARK_DRIVER_MEMORY", "2g")
     # Parallel: G1's barriers and concurrent threads took ~15% of the two cores (docs/performance.md)
     spark_gc: str = _env("FRAUD_SPARK_GC", "Parallel")
+    # More options for every Spark JVM (driver and executors), e.g. JIT flags (docs/performance.md).
+    spark_jvm_options: str = _env("FRAUD_SPARK_JVM_OPTIONS", "")
     # 10: Kafka's 500 ms was paid per partition at the log's end in every live batch (docs/performance.md)
     spark_kafka_fetch_max_wait_ms: int = _env("FRAUD_SPARK_KAFKA_FETCH_MAX_WAIT_MS", 10)
     # 0 = a task per core; one per partition (12) cost each live batch ~0.2 s of start-up (docs/performance.md)

@@ -36,7 +36,7 @@ RAW_LOCAL_FILE_SYSTEM = {
 
 def jvm_options(settings: Settings) -> str:
     """The options of every Spark JVM (driver and, on a cluster, executors)."""
-    return f"-XX:+Use{settings.spark_gc}GC {JIT_HUGE_METHODS}"
+    return f"-XX:+Use{settings.spark_gc}GC {JIT_HUGE_METHODS} {settings.spark_jvm_options}".strip()
 
 
 def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
