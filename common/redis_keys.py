@@ -16,6 +16,7 @@ deployments or test runs can share one Redis without seeing each other's cases.
 | {ns}:alerts:minute:{YYYYmmddHHMM}:{detector} | set+TTL | cases | alert_ids detected in that minute (UTC)       |
 | {ns}:alerts:minutes                   | zset       | cases      | "{minute}:{detector}" -> minute (ms)           |
 | {ns}:queries                          | hash       | detector job | query name -> progress totals, watermark, offsets_behind_latest (JSON) |
+| {ns}:params                           | hash       | detector job | detector -> parameters it runs with, their version, set_at, author, reason, applied_at (JSON) |
 
 Every write is idempotent (SET, ZADD, SADD, HSET of the same member), so a redelivered alert
 re-does them without counting anything twice.
@@ -51,6 +52,10 @@ class RedisKeys:
     @property
     def closed_cases(self) -> str:
         return f"{self.ns}:cases:closed"
+
+    @property
+    def params(self) -> str:
+        return f"{self.ns}:params"
 
     @property
     def latest_alerts(self) -> str:

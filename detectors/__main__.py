@@ -3,6 +3,7 @@
     python -m detectors list
     python -m detectors run [NAME ...] [runner options]
     python -m detectors backtest [NAME ...] --transactions FILE --labels FILE --out DIR
+    python -m detectors params show|history|set|backtest NAME ...
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from common.cli_errors import UNAVAILABLE, USAGE, ArgumentParser, UserError, fail, readable_file, run_command, warn
 from common.settings import get_settings
-from detectors import registry
+from detectors import params_cli, registry
 from spark_job import options
 
 PROG = "python -m detectors"
@@ -102,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     back.add_argument("--labels", required=True, type=readable_file, metavar="FILE",
                       help="JSONL labels {txn_id, is_fraud, scenario}; unreadable lines are counted and reported")
     back.add_argument("--out", required=True, help="directory for alerts.jsonl, report.json, report.md")
+    params_cli.add_parser(sub)
     return parser
 
 
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "params":
+        return params_cli.run(args)
     return cmd_list(args) if args.command == "list" else cmd_backtest(args)
 
 
