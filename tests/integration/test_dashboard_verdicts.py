@@ -1,6 +1,7 @@
 """An analyst marks a case on the dashboard, in a real headless Chromium that clicks the page's button;
 the verdict is read back from the ``cases.verdicts`` topic (read_committed). The real dashboard app,
-Redis and broker; a POST without the page's Origin is refused."""
+Redis and broker; a POST without the page's Origin is refused. The page also shows each detector's
+parameters in force and when they changed."""
 
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def test_a_case_marked_fraud_in_the_browser_is_on_the_verdicts_topic(stack, topi
     case = apply_alert(None, make_alert(f"card-{unique}", ["t-1", "t-2"], event_s=5))
     redis_client.set(keys.case(case["case_id"]), json.dumps(case))
     redis_client.zadd(keys.open_cases, {case["case_id"]: 1})
+    redis_client.hset(keys.params, "velocity", json.dumps({   # as the detector job publishes it (live_params)
+        "version": 2, "params": {"min_count": 4, "channels": ["ecom"]}, "set_at": "2026-11-26T10:00:00.000Z",
+        "author": "ana", "reason": "slower testers", "applied_at": "2026-11-26T10:00:03.000Z"}))
 
     asyncio.run(_mark_in_browser(s, keys, case["case_id"], tmp_path))
 
@@ -71,5 +75,9 @@ async def _mark_in_browser(s, keys, case_id: str, tmp_path) -> None:
                 f"(r => r && r.querySelector('.verdict-given').textContent)"
                 f"(document.querySelector('tr[data-case-id=\"{case_id}\"]'))"), 30, "the verdict in the row")
             assert shown == "fraud"
+            params = await page.js("[...document.querySelectorAll('#params tr[data-detector=\"velocity\"] td')]"
+                                   ".map(td => td.textContent)")
+            assert params == ["velocity", "v2", "min_count=4  channels=ecom", "2026-11-26 10:00:00",
+                              "ana: slower testers", "10:00:03"]
     finally:
         await runner.cleanup()

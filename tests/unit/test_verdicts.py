@@ -52,3 +52,16 @@ def test_precision_is_measured_against_the_analysts_where_they_spoke():
 ])
 def test_only_the_dashboards_own_page_may_post_a_verdict(origin, allowed):
     assert origin_allowed(origin, LOOPBACK_NAMES) is allowed
+
+
+def test_model_training_takes_the_verdicts_as_labels_of_the_transactions_they_name():
+    import pandas as pd
+
+    from models.training import apply_verdicts
+
+    frame = pd.DataFrame({"txn_id": ["t1", "t2", "t3"], "is_fraud": pd.Series([1, 0, 0], dtype="int8"),
+                          "scenario": ["card_testing", "legitimate", "legitimate"]})
+    matched = apply_verdicts(frame, [{"case_id": "c1", "verdict": "not_fraud", "txn_ids": ["t1"]},
+                                     {"case_id": "c2", "verdict": "fraud", "txn_ids": ["t2", "t9"]}])
+    assert matched == 2
+    assert frame["is_fraud"].tolist() == [0, 1, 0] and frame["scenario"].tolist() == ["verdict", "verdict", "legitimate"]
