@@ -221,6 +221,9 @@ ALERT_TRIGGER_FIELDS = ALERT_TRIGGER_TEXT_FIELDS + ALERT_TRIGGER_NUMBER_FIELDS
 # Optional: when the triggering transaction entered Kafka (its record timestamp), in the event-time
 # format; ``detected_at - ingested_at`` is the pipeline's latency on the wall clock.
 ALERT_INGESTED_AT = "ingested_at"
+# Optional: the version of the detector's parameters that produced the alert (``detectors.params``):
+# 0 for the defaults in the code, then 1, 2 ... per change on the parameters topic.
+ALERT_PARAMS_VERSION = "params_version"
 
 
 def alert_id(detector: str, txn_ids: Iterable[str]) -> str:
@@ -254,6 +257,9 @@ def validate_alert(alert: dict) -> dict:
     parse_event_time(alert["event_time"])
     if alert.get(ALERT_INGESTED_AT) is not None:
         parse_event_time(alert[ALERT_INGESTED_AT])
+    version = alert.get(ALERT_PARAMS_VERSION)
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 0):
+        raise ContractError(f"{ALERT_PARAMS_VERSION} must be a whole number >= 0 or null")
     return alert
 
 

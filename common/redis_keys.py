@@ -16,6 +16,8 @@ deployments or test runs can share one Redis without seeing each other's cases.
 | {ns}:alerts:minute:{YYYYmmddHHMM}:{detector} | set+TTL | cases | alert_ids detected in that minute (UTC)       |
 | {ns}:alerts:minutes                   | zset       | cases      | "{minute}:{detector}" -> minute (ms)           |
 | {ns}:queries                          | hash       | detector job | query name -> progress totals, watermark, offsets_behind_latest (JSON) |
+| {ns}:verdicts                         | hash       | dashboard  | case_id -> the analyst's verdict and when (JSON), after cases.verdicts acknowledged it |
+| {ns}:params                           | hash       | detector job | detector -> parameters it runs with, their version, set_at, author, reason, applied_at (JSON) |
 
 Every write is idempotent (SET, ZADD, SADD, HSET of the same member), so a redelivered alert
 re-does them without counting anything twice.
@@ -51,6 +53,14 @@ class RedisKeys:
     @property
     def closed_cases(self) -> str:
         return f"{self.ns}:cases:closed"
+
+    @property
+    def verdicts(self) -> str:
+        return f"{self.ns}:verdicts"
+
+    @property
+    def params(self) -> str:
+        return f"{self.ns}:params"
 
     @property
     def latest_alerts(self) -> str:

@@ -48,6 +48,7 @@ def component_grants(component: str, s: Settings) -> list[Grant]:
         for topic in (s.topic_alerts, s.topic_dlq):
             out += _grants(component, TOPIC, topic, write)
         out += _grants(component, TOPIC, s.topic_alert_markers, ("READ", "WRITE", "DESCRIBE"))  # recovery
+        out += _grants(component, TOPIC, s.topic_params, read)     # parameters set at run time
         # The exactly-once writer's ids: fraud-writer.<alerts topic>.<query name> (spark_job/alert_writer.py)
         out += _grants(component, TRANSACTIONAL_ID, f"fraud-writer.{s.topic_alerts}.", write, PREFIXED)
         out += _grants(component, GROUP, SPARK_GROUP_PREFIX, read, PREFIXED)

@@ -18,6 +18,12 @@ def project_topics(settings: Settings) -> list[TopicSpec]:
         # The exactly-once writer's last committed batch id per detector: one key per detector,
         # so compaction keeps the topic tiny forever.
         TopicSpec(s.topic_alert_markers, 1, {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"}),
+        # The parameters in force per detector (detectors/params_store.py): compaction keeps the latest
+        # set of each; the history topic keeps every change (never deleted) for `params history`.
+        TopicSpec(s.topic_params, 1, {"cleanup.policy": "compact"}),
+        TopicSpec(s.topic_params_history, 1, {"cleanup.policy": "delete", "retention.ms": "-1"}),
+        # One verdict per case (services/dashboard/verdicts.py): compaction keeps a case's latest.
+        TopicSpec(s.topic_verdicts, s.partitions_alerts, {"cleanup.policy": "compact"}),
     ]
 
 

@@ -3,6 +3,7 @@
     python -m detectors list
     python -m detectors run [NAME ...] [runner options]
     python -m detectors backtest [NAME ...] --transactions FILE --labels FILE --out DIR
+    python -m detectors params show|history|set|backtest NAME ...
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from common.cli_errors import UNAVAILABLE, USAGE, ArgumentParser, UserError, fail, readable_file, run_command, warn
 from common.settings import get_settings
-from detectors import registry
+from detectors import params_cli, registry
 from spark_job import options
 
 PROG = "python -m detectors"
@@ -44,11 +45,36 @@ def cmd_backtest(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)         # before Spark starts, like the input files' checks
     except OSError as error:
         raise UserError(f"cannot write to --out {out}: {error.strerror or error}") from None
+    if not (args.labels or args.verdicts or args.verdicts_topic):
+        raise UserError("give --labels, --verdicts FILE or --verdicts-topic (or labels and verdicts)")
+    analysts = load_verdicts(args) if args.verdicts or args.verdicts_topic else None
     detectors = ready_for_backtest(detectors, named=bool(args.names))
     report = backtest.run(detectors, args.transactions, args.labels, out,
-                          log=lambda msg: print(msg, file=sys.stderr))
+                          log=lambda msg: print(msg, file=sys.stderr), verdicts=analysts)
     print(backtest.markdown(report))
     return 0
+
+
+def load_verdicts(args: argparse.Namespace) -> list[dict]:
+    """The verdict records of ``--verdicts FILE`` or the verdicts topic; unreadable ones are left out
+    with a one-line note."""
+    from common.contracts import ContractError
+    from common.verdicts import decode_verdict
+
+    if args.verdicts:
+        raws = [line for line in Path(args.verdicts).read_bytes().splitlines() if line.strip()]
+    else:
+        from common.kafka_io import read_topic
+        raws = [r.value for r in read_topic(get_settings(), get_settings().topic_verdicts)]
+    verdicts, bad = [], 0
+    for raw in raws:
+        try:
+            verdicts.append(decode_verdict(raw))
+        except ContractError:
+            bad += 1
+    if bad:
+        warn(f"{PROG} backtest", f"{bad} verdict records could not be read, left out")
+    return verdicts
 
 
 def ready_for_backtest(detectors: list, named: bool) -> list:
@@ -99,9 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
     back.add_argument("--transactions", required=True, type=readable_file, metavar="FILE",
                       help="JSONL of transactions (transaction contract); lines that break it are counted, "
                            "reported and left out")
-    back.add_argument("--labels", required=True, type=readable_file, metavar="FILE",
+    back.add_argument("--labels", type=readable_file, metavar="FILE",
                       help="JSONL labels {txn_id, is_fraud, scenario}; unreadable lines are counted and reported")
+    verdicts = back.add_mutually_exclusive_group()
+    verdicts.add_argument("--verdicts", type=readable_file, metavar="FILE",
+                          help="JSONL of analysts' verdicts (records of cases.verdicts): the transactions of a "
+                               "case marked fraud / not fraud are labelled so, over --labels (common/verdicts.py)")
+    verdicts.add_argument("--verdicts-topic", action="store_true",
+                          help="the same from the verdicts topic (FRAUD_TOPIC_VERDICTS, read committed)")
     back.add_argument("--out", required=True, help="directory for alerts.jsonl, report.json, report.md")
+    params_cli.add_parser(sub)
     return parser
 
 
@@ -110,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         return cmd_run(args)
+    if args.command == "params":
+        return params_cli.run(args)
     return cmd_list(args) if args.command == "list" else cmd_backtest(args)
 
 

@@ -237,18 +237,26 @@ def read_transactions(spark, path: str | Path):
     return valid
 
 
-def run(detectors: list[Detector], transactions: str | Path, labels_path: str | Path, out: str | Path,
-        spark=None, log=print) -> dict:
+def run(detectors: list[Detector], transactions: str | Path, labels_path: str | Path | None, out: str | Path,
+        spark=None, log=print, verdicts: list[dict] | None = None) -> dict:
     """Backtest ``detectors`` on the transactions file against the labels file: alerts.jsonl, report.json
     and report.md in ``out``; returns the report. Lines of either file that cannot be read are left out,
-    counted in the report (``unreadable_lines``) and reported through ``log`` (one line per file)."""
+    counted in the report (``unreadable_lines``) and reported through ``log`` (one line per file).
+    ``verdicts`` (records of the verdicts topic) label the transactions of the cases analysts marked,
+    over the file's labels (``common.verdicts.verdict_labels``); ``labels_path`` may then be None."""
+    from common.verdicts import verdict_labels
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as cleanup:
         # The input files are read (and their unreadable lines reported) before Spark starts.
         scratch = Path(cleanup.enter_context(tempfile.TemporaryDirectory(prefix=".backtest-", dir=out)))
         unreadable_labels = Unreadable(str(labels_path))
-        labels = load_labels(labels_path, unreadable_labels)
+        labels = load_labels(labels_path, unreadable_labels) if labels_path is not None else {}
+        if verdicts is not None:
+            by_analysts = verdict_labels(verdicts)
+            labels.update(by_analysts)
+            log(f"{len(by_analysts)} transactions labelled by {len(verdicts)} verdicts")
         unreadable_transactions, readable = screen_transactions(transactions, scratch / "transactions.jsonl")
         for unreadable in (unreadable_transactions, unreadable_labels):
             if unreadable.count:
@@ -257,6 +265,8 @@ def run(detectors: list[Detector], transactions: str | Path, labels_path: str | 
             from common.spark import get_spark
             spark = get_spark("detectors-backtest", with_kafka=False)
         report = _run(spark, detectors, readable, labels, out, log)
+    if verdicts is not None:
+        report["verdict_labels"] = len(verdict_labels(verdicts))
     report["unreadable_lines"] = {"transactions": unreadable_transactions.as_dict(),
                                   "labels": unreadable_labels.as_dict()}
     (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")

@@ -81,6 +81,7 @@ class Detector(Generic[P]):
     params: P                                        # a frozen dataclass of typed parameters
     detect: Callable[[DataFrame, P], DataFrame]
     scenarios: tuple[str, ...] = field(default=())   # simulator scenarios this detector is meant to catch
+    params_version: int = 0                          # 0: the defaults above; else the parameters topic's (detectors.params)
 
     def run(self, transactions: DataFrame, params: P | None = None) -> DataFrame:
         alerts = self.detect(transactions, params if params is not None else self.params)

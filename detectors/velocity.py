@@ -20,7 +20,7 @@ trigger context (merchant, terminal, amount...) are the last charge's; evidence:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,16 +31,16 @@ from detectors.ops import keep
 
 @dataclass(frozen=True)
 class VelocityParams:
-    max_amount: float = 5.00
+    max_amount: float = field(default=5.00, metadata={"range": (0.01, 10_000.0)})
     """Card testers probe with tiny amounts (a few units) that holders rarely notice."""
 
-    channels: tuple[str, ...] = ("ecom",)
+    channels: tuple[str, ...] = field(default=("ecom",), metadata={"choices": ("pos", "ecom", "atm")})
     """Testing stolen card data happens online; card-present small charges (parking, transit) are noise."""
 
-    min_count: int = 5
+    min_count: int = field(default=5, metadata={"range": (2, 1000)})
     """Three or four small online charges in minutes happen (app stores, top-ups); five is a script."""
 
-    max_gap_seconds: float = 180.0
+    max_gap_seconds: float = field(default=180.0, metadata={"range": (1.0, 3600.0)})
     """Scripts fire every few seconds to a minute; three minutes of silence ends a burst, which keeps
     alerts timely (a burst alerts gap + watermark after its last charge) and state small."""
 

@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--registry", default=None, help="registry folder (default: settings.model_registry)")
     train.add_argument("--report-dir", default=None, help="report folder (default: artifacts/models)")
     train.add_argument("--no-report", action="store_true", help="do not write the report")
+    train.add_argument("--verdicts", default=None, metavar="FILE",
+                       help="JSONL of analysts' verdicts (records of cases.verdicts): the transactions of the "
+                            "marked cases take the verdict as their label (common/verdicts.py)")
     train.add_argument("--if-missing", action="store_true",
                        help="do nothing when the registry's latest model is usable (the compose stack's one-shot "
                             "`train` service, which runs at every start)")
@@ -101,8 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         days = args.days or needed
         config = TrainConfig(data=DataSpec(args.profile, args.seed, days, args.customers, args.terminals),
                              models=names, folds=folds)
+        transactions = None
+        if args.verdicts:
+            from models.data import simulate
+
+            transactions = simulate(config.data)
+            matched = training.apply_verdicts(transactions, read_verdicts(args.verdicts))
+            print(f"{matched} simulated transactions labelled by the verdicts of {args.verdicts}")
         with terminal_progress() as progress:
-            artifact, predictions, _ = train(config, progress=progress)
+            artifact, predictions, _ = train(config, transactions, progress=progress)
         if args.quick:      # told apart in `models list`; `make train` registers a full one
             artifact.name += "-quick"
             artifact.meta["preset"] = "quick"
@@ -133,6 +143,19 @@ def main(argv: list[str] | None = None) -> int:
                   f"{stale}")
         return 0
     return 2
+
+
+def read_verdicts(path: str) -> list[dict]:
+    from pathlib import Path
+
+    from common.contracts import ContractError
+    from common.verdicts import decode_verdict
+
+    try:
+        lines = [line for line in Path(path).read_bytes().splitlines() if line.strip()]
+        return [decode_verdict(line) for line in lines]
+    except ContractError as error:
+        raise UserError(f"--verdicts {path}: {error}") from None
 
 
 def _registry_errors() -> tuple[type[BaseException], ...]:

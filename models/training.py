@@ -197,6 +197,20 @@ def select(candidates: list[Candidate], k: int = 100) -> Candidate:
                                           c.validation["average_precision"]))
 
 
+def apply_verdicts(transactions: pd.DataFrame, verdicts: list[dict]) -> int:
+    """Label the transactions that analysts' verdicts name (``common.verdicts.verdict_labels``: each
+    transaction of a marked case takes the case's verdict) in place; returns how many matched."""
+    from common.verdicts import VERDICT_SCENARIO, verdict_labels
+
+    labels = verdict_labels(verdicts)
+    fraud = {t for t, label in labels.items() if label["is_fraud"]}
+    matched = transactions["txn_id"].isin(labels)
+    transactions.loc[matched, "is_fraud"] = transactions.loc[matched, "txn_id"].isin(fraud).astype(np.int8)
+    if "scenario" in transactions:
+        transactions.loc[matched, "scenario"] = VERDICT_SCENARIO
+    return int(matched.sum())
+
+
 def train(config: TrainConfig, transactions: pd.DataFrame | None = None, progress: Reporter | None = None
           ) -> tuple[ModelArtifact, pd.DataFrame, list[Candidate]]:
     """Run the whole protocol; returns the selected model's artifact (not yet saved), the test weeks'

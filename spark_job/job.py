@@ -48,6 +48,43 @@ class JobQueries:
         self.quarantined[alone] = (guilty, dataclasses.replace(self.options, starting_offsets=start_at))
         return [self._start(name), self._start(alone)]
 
+    def apply_params(self, records: dict) -> list:
+        """Run the parameter sets ``records`` (detector -> ``ParamRecord``): each running query of a
+        changed detector is stopped and started again from its checkpoint with them; the job's other
+        queries are not touched (``spark_job.live_params``). Returns the queries it started."""
+        from detectors.params import ParamError, as_data, tuned
+
+        changed = {}
+        for i, detector in enumerate(self.detectors):
+            record = records.get(detector.name)
+            if record is None or (record.version, record.params) == (detector.params_version, as_data(detector)):
+                continue                      # already running these
+            try:
+                self.detectors[i] = changed[detector.name] = tuned(detector, record)
+            except ParamError as error:
+                log.error("parameters v%d of %s not applied: %s", record.version, detector.name, error)
+        for name, (detector, options) in list(self.quarantined.items()):
+            if detector.name in changed:
+                self.quarantined[name] = (changed[detector.name], options)
+        affected = [name for name, plan in self.plans.items() if set(plan.detectors) & set(changed)]
+        affected += [name for name, (d, _) in self.quarantined.items() if d.name in changed]
+        started = []
+        for name in affected:
+            query = self.running.get(name)
+            if query is None or not query.isActive:
+                continue                      # failed, its restart is due: it starts with the new ones
+            began = time.monotonic()
+            query.stop()
+            started.append(self._start(name))
+            log.info("query %s restarted from its checkpoint with new parameters (%s) in %.1f s", name,
+                     ", ".join(f"{d} v{changed[d].params_version}" for d in changed), time.monotonic() - began)
+        for detector in changed.values():
+            self.on_params(detector, records[detector.name])
+        return started
+
+    def on_params(self, detector, record) -> None:
+        """Told the parameters ``detector`` runs with (the dashboard's ``{ns}:params``); nothing by default."""
+
     def _start(self, name: str):
         from spark_job.options import QueryPlan
         from spark_job.queries import start_planned_query
@@ -70,6 +107,8 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from spark_job.metrics import start_job_metrics
     from spark_job.progress import ProgressListener, RedisProgress
     from spark_job.supervision import supervise
+    from spark_job.live_params import ParamsFollower, RedisParams, applied_entry
+    from detectors.params import as_data
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
@@ -80,7 +119,15 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
     spark.streams.addListener(listener.listener)
 
+    follower = ParamsFollower(settings)
+    in_force = follower.initial()
     job = JobQueries(spark, detectors, settings, options)
+    publish = RedisParams(settings)
+    job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
+    job.apply_params(in_force)                    # before any query starts: nothing to restart
+    for detector in job.detectors:
+        if detector.name not in in_force:
+            job.on_params(detector, None)
     queries = job.start_all()
     log.info("running %s", ", ".join(q.name for q in queries))
     stop_at = time.monotonic() + args.duration if args.duration else None
@@ -94,13 +141,14 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
 
     try:
         restart = metrics.counting_restarts(job.restart) if metrics is not None else job.restart
-        failed = supervise(spark, queries, restart, until=until)
+        failed = supervise(spark, queries, restart, until=until, tick=lambda: job.apply_params(follower.poll()))
     except KeyboardInterrupt:
         failed = 0
     finally:
         for query in spark.streams.active:
             query.stop()
         spark.stop()
+        follower.close()
     return 1 if failed else 0
 
 

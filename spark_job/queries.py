@@ -118,7 +118,8 @@ def detector_alerts(once: DataFrame, detector: Detector, settings: Settings, mut
     the watermark moves) and its place in the plan, so the query's checkpoint still fits. The filter
     sits above the watermark (``keep``) and cannot be folded away by the optimizer."""
     transactions = detector_input(once, detector, settings)
-    return detector.run(keep(transactions, F.length("txn_id") < 0) if muted else transactions)
+    alerts = detector.run(keep(transactions, F.length("txn_id") < 0) if muted else transactions)
+    return alerts.withColumn("params_version", F.lit(detector.params_version))   # spark_job/live_params.py
 
 
 def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions):

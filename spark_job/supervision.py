@@ -37,11 +37,14 @@ class RestartPolicy:
 
 def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], list] | None,
               until: Callable[[], bool] = lambda: False, policy: RestartPolicy | None = None,
-              poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic) -> int:
+              poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
+              tick: Callable[[], list] | None = None) -> int:
     """Watch the queries until ``until()`` or all stopped. A query that fails is logged and, with
     ``restart(name, error)`` (which returns the queries it started: the query again, and possibly a
     query for a detector it set apart), started again from its checkpoint when ``policy`` allows; the
-    others keep running either way. Returns the number of queries that ended with an error."""
+    others keep running either way. ``tick()``, called every round, returns queries it restarted on
+    purpose (new parameters: ``spark_job.live_params``), which replace those of the same name.
+    Returns the number of queries that ended with an error."""
     policy = policy or RestartPolicy()
     failed = 0
     active = {q.name: q for q in queries}
@@ -60,6 +63,11 @@ def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], 
             pending[name] = (due, error)
 
     while (active or pending) and not until():
+        if tick is not None:
+            try:
+                active.update((q.name, q) for q in tick())
+            except Exception as error:  # e.g. the broker is away: parameters are followed again next round
+                log.warning("following the parameters failed: %s", error)
         for name, query in list(active.items()):
             if query.isActive:
                 continue

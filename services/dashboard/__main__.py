@@ -15,6 +15,7 @@ from common.cli_errors import UNAVAILABLE, ArgumentParser, UserError, run_comman
 from common.settings import get_settings
 from services.dashboard.app import make_web_app
 from services.dashboard.hosts import allowed_names
+from services.dashboard.verdicts import KafkaVerdicts
 from services.faust_support import redis_client
 from common.redis_keys import RedisKeys
 
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     hosts = allowed_names(args.host, settings.dashboard_allowed_hosts)
-    app = make_web_app(redis_client(settings), RedisKeys(settings.sinks_namespace), hosts)
+    app = make_web_app(redis_client(settings), RedisKeys(settings.sinks_namespace), hosts, KafkaVerdicts(settings))
     print(f"dashboard on http://{args.host}:{args.port}/", flush=True)
     try:
         web.run_app(app, host=args.host, port=args.port, print=None)

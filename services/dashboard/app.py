@@ -4,7 +4,8 @@ Where the data comes from: Redis only, as written by the case manager (``service
 ``common/redis_keys.py``) and, for the transactions read and the late-events table, by the detector
 job's progress listener. The case manager sees every enriched alert once in effect (its writes are
 idempotent on alert_id), so the counts shown are exact even when alerts are redelivered; the
-dashboard itself holds no state, never touches Kafka, and any number of them can run.
+dashboard itself holds no state and any number of them can run; it touches Kafka only to publish an
+analyst's verdict on a case (``verdicts.py``).
 
 The page polls ``/api/summary?page=P&per_page=20`` every second and redraws itself without a reload
 (without parameters: the first 50 open cases). No external resources: the page, its CSS and its JS are
@@ -22,6 +23,7 @@ from aiohttp import web
 from services.dashboard.hosts import LOOPBACK_NAMES, host_check
 from services.dashboard.page import PAGE
 from services.dashboard.summary import MAX_CASES, case_page, summarize
+from services.dashboard.verdicts import Publish, verdict_handler
 from common.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
 
 log = logging.getLogger(__name__)
@@ -34,7 +36,8 @@ async def load_summary(redis, keys: RedisKeys, page: int = 1, per_page: int = MA
     pipe.zrevrange(keys.latest_alerts, 0, KEEP_LATEST_ALERTS - 1)
     pipe.zrevrange(keys.minutes, 0, 499)
     pipe.hgetall(keys.queries)
-    open_count, alert_ids, minute_members, queries = await pipe.execute()
+    pipe.hgetall(keys.params)
+    open_count, alert_ids, minute_members, queries, params = await pipe.execute()
     shown = case_page(int(open_count), page, per_page)
     pipe = redis.pipeline(transaction=False)
     pipe.zrevrange(keys.open_cases, shown.offset, shown.offset + shown.size - 1)
@@ -50,8 +53,17 @@ async def load_summary(redis, keys: RedisKeys, page: int = 1, per_page: int = MA
     alerts = [json.loads(a) for a in (replies[1] if alert_ids else []) if a]
     counts = {pair: int(n) for pair, n in zip(pairs, replies[2:])}
     cases = [json.loads(c) for c in (await redis.mget([keys.case(c) for c in case_ids]) if case_ids else []) if c]
-    return summarize(cases, int(open_count), alerts, counts,
+    verdicts = []
+    if cases:
+        pipe = redis.pipeline(transaction=False)
+        pipe.hmget(keys.verdicts, [c["case_id"] for c in cases])
+        (verdicts,) = await pipe.execute()
+    data = summarize(cases, int(open_count), alerts, counts,
                      {name: json.loads(value) for name, value in queries.items()}, shown)
+    # the analyst's loop: each detector's parameters in force, each case's verdict (verdicts.py)
+    data["params"] = {name: json.loads(value) for name, value in sorted(params.items())}
+    data["verdicts"] = {c["case_id"]: json.loads(v) for c, v in zip(cases, verdicts) if v}
+    return data
 
 
 def _int_parameter(request: web.Request, name: str, default: int) -> int:
@@ -65,8 +77,11 @@ def _int_parameter(request: web.Request, name: str, default: int) -> int:
                                  content_type="application/json") from None
 
 
-def make_web_app(redis, keys: RedisKeys, allowed_hosts: Iterable[str] = LOOPBACK_NAMES) -> web.Application:
-    """The dashboard's routes; requests naming a host outside ``allowed_hosts`` get 403 (hosts.py)."""
+def make_web_app(redis, keys: RedisKeys, allowed_hosts: Iterable[str] = LOOPBACK_NAMES,
+                 publish_verdict: Publish | None = None) -> web.Application:
+    """The dashboard's routes; requests naming a host outside ``allowed_hosts`` get 403 (hosts.py).
+    With ``publish_verdict``, ``POST /api/verdicts`` takes an analyst's verdict (verdicts.py)."""
+    allowed_hosts = tuple(allowed_hosts)
     html = PAGE
 
     async def index(_request: web.Request) -> web.Response:
@@ -90,6 +105,8 @@ def make_web_app(redis, keys: RedisKeys, allowed_hosts: Iterable[str] = LOOPBACK
     app.router.add_get("/", index)
     app.router.add_get("/api/summary", summary)
     app.router.add_get("/healthz", healthz)
+    if publish_verdict is not None:
+        app.router.add_post("/api/verdicts", verdict_handler(redis, keys, allowed_hosts, publish_verdict))
 
     async def close_redis(_app):
         await redis.aclose()

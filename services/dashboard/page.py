@@ -4,7 +4,8 @@ closed). It polls ``/api/summary`` every second and redraws; ``#status`` says wh
 Layout, top to bottom: the live figures (the header: transactions per second, transactions read,
 consumer lag, alerts, open cases, overall p50/p99 latency; under it alerts and p50/p99 per detector),
 then the open cases ``CASES_PER_PAGE`` at a time with newer/older buttons, so however many cases are
-open the live figures stay in view; then the latest alerts, alerts per minute and each query's late
+open the live figures stay in view, each with buttons to mark it fraud or not fraud (``verdicts.py``);
+then the latest alerts, alerts per minute, each detector's parameters in force and each query's late
 events. The transactions rate is the page's own: the change of ``transactions.read`` between polls."""
 
 from services.dashboard.summary import CASES_PER_PAGE
@@ -43,6 +44,7 @@ PAGE = r"""<!doctype html>
   .reasons { margin: 0; padding-left: 16px; font-size: 12px; color: #333; }
   .bar { display: inline-block; height: 10px; background: #4c6ef5; vertical-align: middle; }
   .muted { color: #888; } .error { color: #ff8787; }
+  td.verdict button { font-size: 11px; padding: 0 4px; margin-left: 3px; }
   code { font-size: 12px; }
 </style>
 </head>
@@ -72,9 +74,10 @@ PAGE = r"""<!doctype html>
   <section class="box wide">
     <h2>Open cases <span class="pager"><button id="cases-newer" type="button">&lsaquo; newer</button>
       <span id="cases-range" class="muted">-</span>
-      <button id="cases-older" type="button">older &rsaquo;</button></span></h2>
+      <button id="cases-older" type="button">older &rsaquo;</button></span>
+      <span id="verdict-status" class="muted"></span></h2>
     <table id="cases"><thead><tr><th>severity</th><th>case</th><th>card</th><th>alerts</th>
-      <th>detectors</th><th>reasons</th><th>merchants</th><th>updated</th></tr></thead>
+      <th>detectors</th><th>reasons</th><th>merchants</th><th>updated</th><th>verdict</th></tr></thead>
       <tbody></tbody></table>
   </section>
   <section class="box">
@@ -87,6 +90,11 @@ PAGE = r"""<!doctype html>
     <table id="per-minute"><thead></thead><tbody></tbody></table>
   </section>
   <section class="box wide">
+    <h2>Detector parameters <span class="pager muted">changed with <code>python -m detectors params set</code></span></h2>
+    <table id="params"><thead><tr><th>detector</th><th>version</th><th>parameters</th><th>changed</th>
+      <th>by, why</th><th>applied</th></tr></thead><tbody></tbody></table>
+  </section>
+  <section class="box wide">
     <h2>Late events dropped by each query's watermark</h2>
     <table id="queries"><thead><tr><th>query</th><th>rows read</th><th>dropped (late)</th><th>share</th>
       <th>invalid</th><th>watermark</th></tr></thead><tbody></tbody></table>
@@ -97,6 +105,7 @@ PAGE = r"""<!doctype html>
 const PER_PAGE = __CASES_PER_PAGE__;
 const RATE_WINDOW_MS = 10000;
 let casesPage = 1, lastPages = 1, requested = 0, rendered = 0;
+const verdicts = {};     // case_id -> {verdict}: the server's, and the ones marked here
 const readings = [];     // [time ms, transactions read]: the rate is the page's own
 
 function el(tag, attrs, children) {
@@ -167,13 +176,51 @@ function renderCases(data) {
       el("td", {}, [el("code", {text: c.case_id.slice(0, 10)})]),
       td(c.card_id), td(c.alert_count), td(c.detectors.join(", ")),
       el("td", {}, [el("ul", {class: "reasons"}, c.reasons.map(r => el("li", {text: r})))]),
-      td(c.merchants.join(", ")), td(hhmmss(c.updated_at)),
+      td(c.merchants.join(", ")), td(hhmmss(c.updated_at)), verdictCell(c.case_id, verdicts[c.case_id]),
+    ])));
+}
+
+function verdictCell(caseId, given) {
+  const shown = given ? given.verdict.replace("_", " ") : "";
+  return el("td", {class: "verdict"}, [
+    el("span", {class: "verdict-given", text: shown}),
+    el("button", {type: "button", "data-verdict": "fraud", "data-case": caseId, text: "fraud"}),
+    el("button", {type: "button", "data-verdict": "not_fraud", "data-case": caseId, text: "not fraud"}),
+  ]);
+}
+
+async function markCase(caseId, verdict) {
+  const status = document.getElementById("verdict-status");
+  try {
+    const response = await fetch("/api/verdicts", {method: "POST", headers: {"Content-Type": "application/json"},
+                                                   body: JSON.stringify({case_id: caseId, verdict: verdict})});
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.error || response.status);
+    status.className = "muted";
+    status.textContent = "case " + caseId.slice(0, 10) + " marked " + verdict.replace("_", " ");
+    verdicts[caseId] = {verdict: verdict};
+  } catch (err) {
+    status.className = "error";
+    status.textContent = "verdict not recorded: " + err.message;
+  }
+  refresh();
+}
+
+function renderParams(params) {
+  fill(document.querySelector("#params tbody"), Object.entries(params || {}).map(([name, p]) => el("tr",
+    {"data-detector": name}, [
+      td(name), td("v" + p.version, {class: "version"}),
+      td(Object.entries(p.params).map(([k, v]) => k + "=" + (Array.isArray(v) ? v.join(",") : v)).join("  ")),
+      td(p.set_at ? p.set_at.slice(0, 19).replace("T", " ") : "defaults in the code"),
+      td(p.author ? p.author + ": " + p.reason : ""), td(hhmmss(p.applied_at)),
     ])));
 }
 
 function render(data) {
+  Object.assign(verdicts, data.verdicts || {});
   renderLive(data);
   renderCases(data);
+  renderParams(data.params);
   fill(document.querySelector("#latest tbody"), data.latest_alerts.map(a => el("tr",
     {"data-alert-id": a.alert_id}, [
       td(hhmmss(a.detected_at)), td(a.detector), td(a.card_id), td(Number(a.score).toFixed(2)),
@@ -218,6 +265,10 @@ async function poll() { await refresh(); setTimeout(poll, 1000); }
 function turn(step) { casesPage = Math.min(lastPages, Math.max(1, casesPage + step)); refresh(); }
 document.getElementById("cases-newer").addEventListener("click", () => turn(-1));
 document.getElementById("cases-older").addEventListener("click", () => turn(1));
+document.querySelector("#cases tbody").addEventListener("click", event => {
+  const button = event.target.closest("button[data-verdict]");
+  if (button) markCase(button.dataset.case, button.dataset.verdict);
+});
 poll();
 </script>
 </body>
