@@ -22,7 +22,7 @@ ALLOWED = {
     "services": {"common"},
     "deploy": {"common"},
     "demo": {"common", "deploy", "detectors", "models", "spark_job"},
-    "bench": {"common", "deploy", "detectors", "producers", "services", "spark_job"},
+    "bench": {"common", "deploy", "detectors", "models", "producers", "services", "spark_job"},
 }
 
 
