@@ -1,12 +1,14 @@
 """What ``ml_score``'s Python steps cost per transaction, by number of state buckets, without Spark.
 
-    .venv/bin/python -m bench.ml_rows [--count 60000] [--batch 1000] [--buckets 64 8 2]
+    .venv/bin/python -m bench.ml_rows [--count 60000] [--batch 1000] [--buckets 64 8 2] [--free-threads]
 
 The simulator's transactions (``producers simulate --out``) go through the streaming path's pandas code
 in arrival order, ``--batch`` at a time as a live micro-batch would: each bucket's state decoded,
 ``bucket_step`` (row and customer features), the state encoded; then the terminal features from the
 registered model's terminal table (``TerminalLookup``) and the scoring with its explanation. Prints
-microseconds per transaction for each step and bucket count (Spark's own costs are not in it: the demo
+microseconds per transaction for each step and bucket count; ``--free-threads`` runs the first bucket
+count once more with scikit-learn's threads as it leaves them (``models.scoring.hold_threads`` off,
+scoring as ``ml_score`` did before it), first: once held, a process's threads stay held. Spark's own costs are not in it: the demo
 report's batch phases and CPU seconds give those). Needs a registered model (``make train``).
 """
 
@@ -79,8 +81,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=60_000)
     parser.add_argument("--batch", type=int, default=1_000)
     parser.add_argument("--buckets", type=int, nargs="+", default=[64, 8, 2])
+    parser.add_argument("--free-threads", action="store_true",
+                        help="also score with scikit-learn's own thread count (OpenMP threads per core)")
     args = parser.parse_args(argv)
     frame, artifact = simulated(args.count), registry.load("latest")
+    if args.free_threads:
+        from models import scoring
+
+        scoring.hold_threads, held = (lambda: None), scoring.hold_threads
+        try:
+            free = per_row_us(frame, artifact, args.buckets[0], args.batch)
+        finally:
+            scoring.hold_threads = held
+        print(f"{args.buckets[0]:>4} buckets, scikit-learn's own threads: µs per transaction " + json.dumps(free),
+              flush=True)
     results = {}
     for buckets in args.buckets:
         results[buckets] = per_row_us(frame, artifact, buckets, args.batch)
