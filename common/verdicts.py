@@ -61,3 +61,17 @@ def verdict_labels(verdicts: Iterable[dict]) -> dict[str, dict[str, Any]]:
                 continue
             labels[txn_id] = {"txn_id": txn_id, "is_fraud": fraud, "scenario": VERDICT_SCENARIO, "late": False}
     return labels
+
+
+def precision_by_detector(verdicts: Iterable[dict]) -> dict[str, dict[str, Any]]:
+    """Per detector, over the cases analysts have judged that it alerted in: how many were fraud, how many
+    not, and the precision (fraud / judged). A case of several detectors counts for each of them."""
+    out: dict[str, dict[str, Any]] = {}
+    for verdict in verdicts:
+        for detector in set(verdict.get("detectors") or ()):
+            counts = out.setdefault(detector, {"fraud": 0, "not_fraud": 0})
+            counts[verdict["verdict"]] += 1
+    for counts in out.values():
+        counts["judged"] = counts["fraud"] + counts["not_fraud"]
+        counts["precision"] = round(counts["fraud"] / counts["judged"], 4)
+    return dict(sorted(out.items()))

@@ -23,6 +23,7 @@ from aiohttp import web
 from services.dashboard.hosts import LOOPBACK_NAMES, host_check
 from services.dashboard.page import PAGE
 from services.dashboard.summary import MAX_CASES, case_page, summarize
+from common.verdicts import precision_by_detector
 from services.dashboard.verdicts import Publish, verdict_handler
 from common.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
 
@@ -37,7 +38,8 @@ async def load_summary(redis, keys: RedisKeys, page: int = 1, per_page: int = MA
     pipe.zrevrange(keys.minutes, 0, 499)
     pipe.hgetall(keys.queries)
     pipe.hgetall(keys.params)
-    open_count, alert_ids, minute_members, queries, params = await pipe.execute()
+    pipe.hgetall(keys.verdicts)
+    open_count, alert_ids, minute_members, queries, params, all_verdicts = await pipe.execute()
     shown = case_page(int(open_count), page, per_page)
     pipe = redis.pipeline(transaction=False)
     pipe.zrevrange(keys.open_cases, shown.offset, shown.offset + shown.size - 1)
@@ -63,6 +65,8 @@ async def load_summary(redis, keys: RedisKeys, page: int = 1, per_page: int = MA
     # the analyst's loop: each detector's parameters in force, each case's verdict (verdicts.py)
     data["params"] = {name: json.loads(value) for name, value in sorted(params.items())}
     data["verdicts"] = {c["case_id"]: json.loads(v) for c, v in zip(cases, verdicts) if v}
+    # each detector's precision against the analysts' verdicts (every judged case, open or closed)
+    data["precision_by_verdicts"] = precision_by_detector(json.loads(v) for v in all_verdicts.values())
     return data
 
 

@@ -64,7 +64,9 @@ PAGE = r"""<!doctype html>
 </header>
 <section id="live">
   <table id="detectors"><thead><tr><th>detector</th><th class="num">alerts</th><th class="num">p50 latency</th>
-    <th class="num">p99 latency</th><th class="num">alerts with a latency</th></tr></thead><tbody></tbody></table>
+    <th class="num">p99 latency</th><th class="num">alerts with a latency</th>
+    <th class="num" title="fraud verdicts / cases judged by analysts that the detector alerted in">precision (analysts)</th>
+    </tr></thead><tbody></tbody></table>
   <p class="note muted" id="latency-note">Latency: from the triggering transaction entering Kafka to the alert
     being written (its <code>detected_at</code> &minus; <code>ingested_at</code>), over the newest
     <span id="latency-window">-</span> alerts; alerts
@@ -152,13 +154,17 @@ function renderLive(data) {
   text("kpi-p50", ms(overall.p50_ms));
   text("kpi-p99", ms(overall.p99_ms));
   text("latency-window", count(data.latency.alerts));
-  const names = [...new Set([...Object.keys(byDetector), ...Object.keys(data.latency.detectors)])].sort();
+  const judged = data.precision_by_verdicts || {};
+  const names = [...new Set([...Object.keys(byDetector), ...Object.keys(data.latency.detectors),
+                             ...Object.keys(judged)])].sort();
   fill(document.querySelector("#detectors tbody"), names.map(name => {
     const l = data.latency.detectors[name] || {p50_ms: null, p99_ms: null, count: 0, without: 0};
     return el("tr", {"data-detector": name}, [
       td(name), td(count(byDetector[name] || 0), {class: "num alerts"}),
       td(ms(l.p50_ms), {class: "num p50"}), td(ms(l.p99_ms), {class: "num p99"}),
       td(l.count + " of " + (l.count + l.without), {class: "num samples"}),
+      td(judged[name] ? judged[name].precision.toFixed(2) + " (" + judged[name].fraud + " of " +
+         judged[name].judged + ")" : "\u2014", {class: "num precision"}),
     ]);
   }));
 }

@@ -85,7 +85,8 @@ def verdict_handler(redis, keys: RedisKeys, names: Iterable[str], publish: Publi
             log.warning("verdict on %s not published: %s", case_id, error)
             return _error(503, f"the verdict could not be published: {error}")
         await redis.hset(keys.verdicts, case_id, json.dumps({"verdict": record["verdict"],
-                                                             "decided_at": record["decided_at"]}))
+                                                             "decided_at": record["decided_at"],
+                                                             "detectors": record["detectors"]}))
         return web.json_response({"case_id": case_id, "verdict": record["verdict"]})
 
     return handle

@@ -39,9 +39,9 @@ def test_live_figures_first_latency_per_detector_and_one_page_of_cases(tmp_path)
     assert shown["kpi"]["kpi-read"] == "120,000" and shown["kpi"]["kpi-open"] == "134"
     assert shown["kpi"]["kpi-alerts"] == "65" and shown["kpi"]["kpi-lag"] == "\u2014"   # not published
     assert shown["detectors"] == {
-        "amount_anomaly": {"alerts": "5", "p50": "\u2014", "p99": "\u2014", "samples": "0 of 5"},
-        "double_swipe": {"alerts": "10", "p50": "2.40 s", "p99": "2.40 s", "samples": "10 of 10"},
-        "velocity": {"alerts": "50", "p50": "850 ms", "p99": "850 ms", "samples": "50 of 50"},
+        "amount_anomaly": {"alerts": "5", "p50": "\u2014", "p99": "\u2014", "samples": "0 of 5", "precision": "\u2014"},
+        "double_swipe": {"alerts": "10", "p50": "2.40 s", "p99": "2.40 s", "samples": "10 of 10", "precision": "\u2014"},
+        "velocity": {"alerts": "50", "p50": "850 ms", "p99": "850 ms", "samples": "50 of 50", "precision": "\u2014"},
     }
     assert seconds(shown["detectors"]["velocity"]["p99"]) == pytest.approx(0.85)
     assert shown["case_rows"] == CASES_PER_PAGE

@@ -37,7 +37,7 @@ def test_a_case_marked_fraud_in_the_browser_is_on_the_verdicts_topic(stack, topi
         "version": 2, "params": {"min_count": 4, "channels": ["ecom"]}, "set_at": "2026-11-26T10:00:00.000Z",
         "author": "ana", "reason": "slower testers", "applied_at": "2026-11-26T10:00:03.000Z"}))
 
-    asyncio.run(_mark_in_browser(s, keys, case["case_id"], tmp_path))
+    asyncio.run(_mark_in_browser(s, keys, case, tmp_path))
 
     records = read_topic(s, s.topic_verdicts, timeout=30)
     assert [r.key.decode() for r in records] == [case["case_id"]]        # one verdict, keyed by the case
@@ -46,7 +46,8 @@ def test_a_case_marked_fraud_in_the_browser_is_on_the_verdicts_topic(stack, topi
     assert verdict["txn_ids"] == case["txn_ids"] and verdict["alert_ids"] == case["alert_ids"]
 
 
-async def _mark_in_browser(s, keys, case_id: str, tmp_path) -> None:
+async def _mark_in_browser(s, keys, case: dict, tmp_path) -> None:
+    case_id = case["case_id"]
     app = make_web_app(redis_client(s), keys, LOOPBACK_NAMES, KafkaVerdicts(s))
     runner = web.AppRunner(app)
     await runner.setup()
@@ -75,6 +76,12 @@ async def _mark_in_browser(s, keys, case_id: str, tmp_path) -> None:
                 f"(r => r && r.querySelector('.verdict-given').textContent)"
                 f"(document.querySelector('tr[data-case-id=\"{case_id}\"]'))"), 30, "the verdict in the row")
             assert shown == "fraud"
+            detector = case["detectors"][0]      # its precision against the analysts: 1 fraud of 1 judged
+            precision = await until(lambda: page.js(
+                f"(r => r && r.querySelector('.precision').textContent)"
+                f"(document.querySelector('#detectors tr[data-detector=\"{detector}\"]'))"), 30,
+                "the detector's precision against the verdicts")
+            assert precision == "1.00 (1 of 1)"
             params = await page.js("[...document.querySelectorAll('#params tr[data-detector=\"velocity\"] td')]"
                                    ".map(td => td.textContent)")
             assert params == ["velocity", "v2", "min_count=4  channels=ecom", "2026-11-26 10:00:00",

@@ -65,3 +65,15 @@ def test_model_training_takes_the_verdicts_as_labels_of_the_transactions_they_na
                                      {"case_id": "c2", "verdict": "fraud", "txn_ids": ["t2", "t9"]}])
     assert matched == 2
     assert frame["is_fraud"].tolist() == [0, 1, 0] and frame["scenario"].tolist() == ["verdict", "verdict", "legitimate"]
+
+
+def test_precision_by_detector_counts_each_judged_case_for_each_of_its_detectors():
+    from common.verdicts import precision_by_detector
+
+    verdicts = [{"verdict": "fraud", "detectors": ["velocity", "ml_score"]},
+                {"verdict": "not_fraud", "detectors": ["ml_score"]},
+                {"verdict": "fraud", "detectors": ["ml_score", "ml_score"]},   # a detector counts once per case
+                {"verdict": "not_fraud", "detectors": []}]
+    assert precision_by_detector(verdicts) == {
+        "ml_score": {"fraud": 2, "not_fraud": 1, "judged": 3, "precision": 0.6667},
+        "velocity": {"fraud": 1, "not_fraud": 0, "judged": 1, "precision": 1.0}}
