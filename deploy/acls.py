@@ -5,7 +5,9 @@ allows. The grants follow the diamond (docs/architecture.md): the producer write
 (and their labels); the detector job reads them and writes alerts, dead letters and its batch markers
 in transactions of its own ids; the enricher and the case manager read and write their topics, in
 their consumer groups (the app ids), with the internal topics Faust names after the app id. The
-dashboard reads Redis only and gets no Kafka user.
+dashboard reads Redis, and writes the analysts' verdicts; the analyst (``python -m detectors params``)
+reads and sets detector parameters in transactions of its own ids and reads the transactions and their
+labels for a what-if.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from common.settings import Settings
 from common.waiting import wait_until
 
-COMPONENTS = ("producer", "detectors", "enricher", "cases")
+COMPONENTS = ("producer", "detectors", "enricher", "cases", "dashboard", "analyst")
 SPARK_GROUP_PREFIX = "spark-kafka-source"   # the Kafka source's consumer groups (groupIdPrefix)
 
 TOPIC, GROUP, TRANSACTIONAL_ID = "TOPIC", "GROUP", "TRANSACTIONAL_ID"
@@ -62,6 +64,15 @@ def component_grants(component: str, s: Settings) -> list[Grant]:
         # Faust's own topics (table changelogs, the assignor's) are named <app id>-...
         out += _grants(component, TOPIC, f"{app_id}-", ("CREATE", "READ", "WRITE", "DESCRIBE",
                                                          "DESCRIBE_CONFIGS"), PREFIXED)
+    elif component == "dashboard":
+        out += _grants(component, TOPIC, s.topic_verdicts, write)
+    elif component == "analyst":
+        for topic in (s.topic_params, s.topic_params_history):
+            out += _grants(component, TOPIC, topic, ("READ", "WRITE", "DESCRIBE"))
+        for topic in (s.topic_transactions, s.topic_labels):       # the what-if over the last hours
+            out += _grants(component, TOPIC, topic, read)
+        # detectors/params_store.py: one transaction per change, id fraud-params.<random>
+        out += _grants(component, TRANSACTIONAL_ID, "fraud-params.", write, PREFIXED)
     else:
         raise ValueError(f"no component {component!r}: one of {', '.join(COMPONENTS)}")
     return out

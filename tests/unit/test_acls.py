@@ -44,5 +44,14 @@ def test_no_component_is_granted_anything_on_the_cluster_and_unknown_ones_are_re
     for component in COMPONENTS:
         assert all(g.kind != "CLUSTER" and g.operation not in ("ALL", "ALTER", "DELETE")
                    for g in component_grants(component, Settings()))
-    with pytest.raises(ValueError, match="no component 'dashboard'"):
-        component_grants("dashboard", Settings())
+    with pytest.raises(ValueError, match="no component 'spark'"):
+        component_grants("spark", Settings())
+
+
+def test_the_dashboard_may_only_write_verdicts_and_the_analyst_only_set_parameters():
+    s = Settings()
+    assert allowed("dashboard", s) == {("TOPIC", s.topic_verdicts, "LITERAL", op) for op in ("WRITE", "DESCRIBE")}
+    analyst = allowed("analyst", s)
+    assert ("TOPIC", s.topic_params, "LITERAL", "WRITE") in analyst
+    assert ("TRANSACTIONAL_ID", "fraud-params.", "PREFIXED", "WRITE") in analyst
+    assert not any(op == "WRITE" and name in (s.topic_transactions, s.topic_alerts) for _k, name, _p, op in analyst)
