@@ -163,6 +163,13 @@ def _progress_entry(raw: dict, input_batch: int, has_data: bool) -> BatchProgres
         num_state_rows=sum(op.get("numRowsTotal", 0) or 0 for op in operators), has_data=has_data, raw=raw)
 
 
+def recent_progress(query) -> list[dict]:
+    """The query's recent progress as dicts, from each progress's JSON: one py4j call per progress, where
+    PySpark's ``recentProgress`` makes dozens (every field and map key), which a polling loop on a loaded
+    machine pays every 50 ms."""
+    return [json.loads(progress.json()) for progress in query._jsq.recentProgress()]
+
+
 def _file_offset(raw: dict) -> int:
     """The file source's end offset in a progress (-1 before the first file: Spark reports "None")."""
     values = []
@@ -206,7 +213,7 @@ def run_microbatches(detector: Detector, batches: list[list[dict]], spark=None,
 
             def data_batch_done() -> bool:
                 raise_if_failed(query)
-                return any(_file_offset(p) >= index for p in query.recentProgress)
+                return any(_file_offset(p) >= index for p in recent_progress(query))
 
             wait_until(data_batch_done, timeout, f"micro-batch {index} of {detector.name}", interval=0.05)
             # The data batch has run; now let the query go idle: that includes the data-free batch Spark
@@ -214,7 +221,7 @@ def run_microbatches(detector: Detector, batches: list[list[dict]], spark=None,
             # trigger finds nothing to do.
             query.processAllAvailable()
             raise_if_failed(query)
-            for raw in query.recentProgress:
+            for raw in recent_progress(query):
                 if raw["batchId"] > seen:
                     # A batch read data iff the file source's end offset moved (a progress's startOffset
                     # is not always reported reliably, so compare with the previous batch instead).
