@@ -101,7 +101,13 @@ def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
     system API, as Spark wrote it, so a checkpoint on HDFS or S3 (``s3a://``) works; without one (a
     writer driven by hand) from a local folder."""
     if spark is None:
-        return (Path(checkpoint) / name).read_text()
+        # A file:// URI (a cluster's checkpoint root) names a local folder too; Path would fold its "//".
+        local = str(checkpoint)
+        if local.startswith("file:"):
+            from urllib.parse import urlparse
+            from urllib.request import url2pathname
+            local = url2pathname(urlparse(local).path)
+        return (Path(local) / name).read_text()
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(checkpoint_location(checkpoint, name))
     stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
