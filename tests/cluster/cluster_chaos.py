@@ -44,11 +44,23 @@ PLAN = ChaosPlan("cluster", Traffic(seed=11, count=6_000, duration=6_000 / 40, r
 
 
 def partition_leaders(settings: Settings, topics: list[str]) -> dict[tuple[str, int], int]:
-    """(topic, partition) -> the node leading it (-1: none), from a fresh metadata request."""
-    with admin_client(settings, request_timeout_ms=10000) as admin:
-        described = admin.describe_topics(topics)
-    return {(t["topic"] if "topic" in t else t["name"], p["partition_index"]): p["leader_id"]
+    """(topic, partition) -> the node leading it (-1: none), from a fresh metadata request; {} when the
+    request failed (sent to the node just killed, before the client's metadata knows it is gone)."""
+    from kafka.errors import KafkaError
+
+    try:
+        with admin_client(settings, request_timeout_ms=10000) as admin:
+            described = admin.describe_topics(topics)
+    except (KafkaError, OSError):
+        return {}
+    return {(t.get("topic") or t.get("name"), p["partition_index"]): p["leader_id"]
             for t in described for p in t["partitions"]}
+
+
+def led_elsewhere(settings: Settings, topics: list[str], victim: int) -> dict[tuple[str, int], int] | None:
+    """The leaders once no partition of ``topics`` is led by ``victim`` or leaderless, else None."""
+    leaders = partition_leaders(settings, topics)
+    return leaders if leaders and not {victim, -1} & set(leaders.values()) else None
 
 
 def replicas(settings: Settings, topics: list[str]) -> dict[tuple[str, int], tuple[int, int]]:
@@ -60,8 +72,19 @@ def replicas(settings: Settings, topics: list[str]) -> dict[tuple[str, int], tup
 
 
 def group_members(settings: Settings, group_id: str) -> int:
-    with admin_client(settings, request_timeout_ms=10000) as admin:
-        return len(admin.describe_groups([group_id])[group_id]["members"])
+    """Members of a consumer group (asked again while a request fails on a node that died)."""
+    from kafka.errors import KafkaError
+
+    def members() -> int | None:
+        try:
+            with admin_client(settings, request_timeout_ms=10000) as admin:
+                return len(admin.describe_groups([group_id])[group_id]["members"])
+        except (KafkaError, OSError):
+            return None
+    found: list[int] = []
+    wait_until(lambda: found.append(members()) or found[-1] is not None, 60, f"the members of {group_id}",
+               interval=1)
+    return found[-1]
 
 
 class ClusterDiamond(LocalDiamond):
@@ -99,19 +122,20 @@ class ClusterChaosRun(ChaosRun):
     def _fault_kafka_broker(self) -> None:
         at, published = self._elapsed(), self._published()
         topics = [self.settings.topic_transactions, self.settings.topic_alerts]
-        before = partition_leaders(self.settings, topics)
+        before: dict = {}
+        wait_until(lambda: before.update(partition_leaders(self.settings, topics)) or before, 60,
+                   "the partition leaders", interval=1)
         victim = Counter(before.values()).most_common(1)[0][0]
         led = sorted(tp for tp, leader in before.items() if leader == victim)
         killed = time.monotonic()
         cluster.ClusterBroker(self.cluster, victim).kill()
-        moved_in = None
+        moved_in, after = None, {}
         try:
-            wait_until(lambda: not {victim, -1} & set(partition_leaders(self.settings, topics).values()),
-                       LEADERS_MOVE_TIMEOUT_S, f"the partitions node {victim} led to get other leaders", interval=0.5)
+            after = wait_until(lambda: led_elsewhere(self.settings, topics, victim), LEADERS_MOVE_TIMEOUT_S,
+                               f"the partitions node {victim} led to get other leaders", interval=0.5)
             moved_in = time.monotonic() - killed
         except TimeoutError:
-            pass
-        after = partition_leaders(self.settings, topics)
+            after = partition_leaders(self.settings, topics)
         markers = MarkerCounter(self.settings, self.diamond.writer_ids())
         recovery = self._until(lambda: _every_writer_committed(markers),
                                "every detector query to commit after the broker died", probe=self._probe_transaction)
