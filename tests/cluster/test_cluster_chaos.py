@@ -32,7 +32,7 @@ def test_the_job_ran_on_the_standalone_master_with_executors_on_both_workers(clu
     _, observed = cluster_chaos
     assert "--master spark://127.0.0.1:" in observed["submitted"] and "--py-files" in observed["submitted"]
     assert "local[" not in observed["submitted"]
-    assert observed["executors_granted"] >= 3          # two at start, one on the restarted worker
+    assert observed["executors_at_start"] == 2         # one on each worker
     assert observed["replicas_before"] == [(3, 3)]     # every partition on three brokers, all in sync
 
 
@@ -67,4 +67,5 @@ def test_each_failure_happened_as_meant_and_everything_recovered(cluster_chaos):
     broker = observed["kafka_broker"]
     assert broker["partitions_led"] > 0 and broker["led_by_victim_after"] == 0, broker
     assert observed["spark_worker"]["executors_lost"] >= 1, observed
+    assert observed["spark_worker"]["app_cores_after_restart"] == 2, observed   # a new executor on the restarted worker
     assert observed["enricher_worker"] == {"members_before": 2, "members_after": 1}, observed
