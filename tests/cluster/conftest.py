@@ -1,5 +1,5 @@
 """The local cluster (``deploy/cluster.py``) for the tests of this folder, started once per session with
-the commands docs/cluster.md gives (``python -m deploy cluster-up``, ``cluster-env``) if it is not
+the commands docs/cluster.md gives (``python -m deploy cluster-up``, ``cluster-status``, ``cluster-env``) if it is not
 running, and then stopped (``cluster-down``) and its folder deleted at the end, also on failure. These
 tests take many minutes on two cores and run only with FRAUD_CLUSTER_TESTS=1 (``make e2e-cluster``),
 never in ``make test``."""
@@ -49,6 +49,9 @@ def local_cluster(settings):
         if not ready:
             say("$ python -m deploy cluster-up")
             say(deploy_command("cluster-up").rstrip())
+        status = deploy_command("cluster-status")
+        say("$ python -m deploy cluster-status\n" + status.rstrip())
+        assert status.count(" ready ") == 3, status         # brokers, master, workers
         env = exported(deploy_command("cluster-env"))
         yield Settings.from_env(environ={**settings.to_env(), **env})
     finally:
