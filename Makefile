@@ -55,6 +55,15 @@ e2e: fetch ## end-to-end tests against the local stack (tests/e2e, FRAUD_E2E_TAR
 chaos: fetch ## the full chaos suite: 205,000 transactions while every component fails in turn -> artifacts/chaos/full/
 	FRAUD_E2E_TARGET=local FRAUD_CHAOS_PLAN=full $(PYTEST) -s tests/e2e/test_chaos.py
 
+# --- the local cluster (docs/cluster.md) -------------------------------------------------------
+.PHONY: cluster-up cluster-down e2e-cluster
+cluster-up: fetch ## 3 KRaft brokers (replication 3, min ISR 2), a Spark standalone master + 2 workers, Redis; 127.0.0.1 only
+	$(PY) -m deploy cluster-up
+cluster-down: ## stop the local cluster
+	@test -x $(PY) && $(PY) -m deploy cluster-down || true
+e2e-cluster: fetch ## the cluster suite (tests/cluster): chaos on the cluster (a broker, a Spark worker, an enricher SIGKILLed), the pipeline benchmark there next to local[2]; starts and tears down the cluster
+	FRAUD_CLUSTER_TESTS=1 $(PYTEST) -s tests/cluster
+
 .PHONY: demo
 demo: fetch ## the whole diamond on the local stack (see README)
 	$(PY) -m demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE)) $(if $(KEEP),--keep-running)

@@ -219,11 +219,13 @@ def batch_size(sizes: Sizes, variant: str) -> int:
     return sizes.large_batch if variant.endswith("_large_batches") else sizes.max_offsets
 
 
-def run_spark_plan(run: BenchRun, label: str, plan_runs: list[dict], budget_s: float) -> dict:
+def run_spark_plan(run: BenchRun, label: str, plan_runs: list[dict], budget_s: float,
+                   env: dict[str, str] | None = None) -> dict:
+    """The runs of ``plan_runs`` in one Spark child; ``env``: its variables (default ``SPARK_ENV``)."""
     plan = run.out_dir / "tmp" / f"{label}.plan.json"
     out = run.out_dir / "tmp" / f"{label}.json"
     plan.write_text(json.dumps({"mode": "throughput", "runs": plan_runs}))
-    child = run.child(label, ["-m", "bench.spark_child", str(plan), str(out)], env=SPARK_ENV)
+    child = run.child(label, ["-m", "bench.spark_child", str(plan), str(out)], env=SPARK_ENV if env is None else env)
     try:
         run.wait_exit(child, budget_s, f"Spark child {label}")
     except RuntimeError:

@@ -140,6 +140,21 @@ class Settings:
     local_kafka_heap: str = _env("FRAUD_LOCAL_KAFKA_HEAP", "768m")
     kafka_version: str = _env("FRAUD_KAFKA_VERSION", "4.1.1")
 
+    # --- The local cluster (make cluster-up, deploy/cluster.py, docs/cluster.md) -----------------
+    # Three KRaft nodes (broker and controller each) and a Spark standalone master with two workers,
+    # all on 127.0.0.1, below the kernel's ephemeral port range (see deploy.local_stack.free_ports).
+    cluster_dir: Path = _env("FRAUD_CLUSTER_DIR", REPO_ROOT / ".run" / "cluster")
+    cluster_kafka_ports: str = _env("FRAUD_CLUSTER_KAFKA_PORTS", "29292,29293,29294")       # client, one per node
+    cluster_kafka_controller_ports: str = _env("FRAUD_CLUSTER_KAFKA_CONTROLLER_PORTS", "29295,29296,29297")
+    cluster_kafka_heap: str = _env("FRAUD_CLUSTER_KAFKA_HEAP", "512m")
+    cluster_spark_master_port: int = _env("FRAUD_CLUSTER_SPARK_MASTER_PORT", 27077)
+    cluster_spark_master_ui_port: int = _env("FRAUD_CLUSTER_SPARK_MASTER_UI_PORT", 28080)  # its /json/: workers
+    cluster_spark_worker_ports: str = _env("FRAUD_CLUSTER_SPARK_WORKER_PORTS", "27078,27079")   # one per worker
+    cluster_spark_worker_ui_ports: str = _env("FRAUD_CLUSTER_SPARK_WORKER_UI_PORTS", "28081,28082")
+    cluster_spark_worker_cores: int = _env("FRAUD_CLUSTER_SPARK_WORKER_CORES", 1)
+    cluster_spark_worker_memory: str = _env("FRAUD_CLUSTER_SPARK_WORKER_MEMORY", "1g")     # what executors may take
+    cluster_spark_executor_memory: str = _env("FRAUD_CLUSTER_SPARK_EXECUTOR_MEMORY", "768m")
+
     @classmethod
     def from_env(cls, overrides: Mapping[str, Any] | None = None,
                  environ: Mapping[str, str] | None = None) -> "Settings":

@@ -157,11 +157,11 @@ class LocalDiamond:
         self.group = ProcessGroup(self.settings.run_dir / "logs", base_env=None)
         self.leftovers: list[str] | None = None
         self.retired: set[str] = set()
+        self.services = SERVICES               # what start_services starts (and stopped_service watches)
 
     # -- entering: everything up ---------------------------------------------------------------
     def __enter__(self) -> "LocalDiamond":
-        self.say("starting the local stack (Kafka, Redis) ...")
-        local_stack.up(self.base, log=lambda msg: self.say(f"  {msg}"))
+        self.start_stack()
         create_project_topics(self.settings)
         self.group.__enter__()
         try:
@@ -169,15 +169,23 @@ class LocalDiamond:
             self.run_to_end("load-reference", self.traffic.reference_args())
             self._train_model_if_missing()
             self.say("starting the detector job, the enricher, the case manager and the dashboard ...")
-            self.group.start("detectors", ["-m", "detectors", "run", *self.detectors], self.env)
-            self.group.start("enricher", ["-m", "services.enricher", "worker", "--without-web", "-l", "warn"], self.env)
-            self.group.start("cases", ["-m", "services.cases", "worker", "--without-web", "-l", "warn"], self.env)
-            self.group.start("dashboard", ["-m", "services.dashboard"], self.env)
+            self.start_services()
             self._wait_for_services()
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise
         return self
+
+    def start_stack(self) -> None:
+        """Kafka and Redis (the local stack; a cluster's diamond has its own)."""
+        self.say("starting the local stack (Kafka, Redis) ...")
+        local_stack.up(self.base, log=lambda msg: self.say(f"  {msg}"))
+
+    def start_services(self) -> None:
+        self.group.start("detectors", ["-m", "detectors", "run", *self.detectors], self.env)
+        self.group.start("enricher", ["-m", "services.enricher", "worker", "--without-web", "-l", "warn"], self.env)
+        self.group.start("cases", ["-m", "services.cases", "worker", "--without-web", "-l", "warn"], self.env)
+        self.group.start("dashboard", ["-m", "services.dashboard"], self.env)
 
     def run_to_end(self, name: str, args: list[str], timeout: float = 900,
                    relay: Callable[[str], bool] | None = None) -> None:
@@ -229,7 +237,7 @@ class LocalDiamond:
 
     def stopped_service(self) -> str | None:
         """The name of a service that is no longer running (and was not retired), if any."""
-        return next((name for name in SERVICES if name in self.group.children and name not in self.retired
+        return next((name for name in self.services if name in self.group.children and name not in self.retired
                      and self.group.children[name].proc.poll() is not None), None)
 
     def retire(self, name: str) -> None:

@@ -1,12 +1,15 @@
-"""``python -m deploy up|down|status|settings|wipe``: manage the embedded local stack."""
+"""``python -m deploy up|down|status|settings|wipe``: manage the embedded local stack;
+``cluster-up|cluster-down|cluster-status|cluster-env|cluster-submit|cluster-wipe``: the local cluster
+(docs/cluster.md)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 from common.cli_errors import ArgumentParser, fail, run_command
 from common.settings import get_settings
-from deploy import local_stack
+from deploy import cluster, local_stack
 
 PROG = "python -m deploy"
 
@@ -28,6 +31,17 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("wipe", help="stop the stack and delete its data (keeps downloads)")
     sub.add_parser("fetch", help="download the broker and the Spark connector jars only")
     sub.add_parser("settings", help="list every setting with its environment variable")
+    sub.add_parser("cluster-up", help="start the local cluster: Redis, three KRaft brokers (topics with replication 3, "
+                                      "min.insync.replicas 2), a Spark standalone master and two workers (docs/cluster.md)")
+    sub.add_parser("cluster-down", help="stop everything cluster-up started")
+    sub.add_parser("cluster-status", help="show the cluster's brokers and Spark workers")
+    sub.add_parser("cluster-wipe", help="stop the cluster and delete FRAUD_CLUSTER_DIR")
+    sub.add_parser("cluster-env", help="print the export line that points every command at the cluster "
+                                       "(eval \"$(python -m deploy cluster-env)\")")
+    submit = sub.add_parser("cluster-submit", help="spark-submit the detector job to the cluster's master: the "
+                                                   "project's code as a zip, the connector jars, this Python")
+    submit.add_argument("job_args", nargs="*", metavar="ARG",
+                        help="arguments of python -m detectors run (detector names, --groups ...); put -- first")
     args = parser.parse_args(argv)
     settings = get_settings()
     try:
@@ -47,6 +61,19 @@ def main(argv: list[str] | None = None) -> int:
                 state = "ready" if info["ready"] else "down"
                 pid = f" pid {info['pid']}" if info.get("pid") else ""
                 print(f"{name:18s} {state:6s} {info['address']}{pid}")
+        elif args.command == "cluster-up":
+            cluster.up(settings)
+        elif args.command == "cluster-down":
+            cluster.down(settings)
+        elif args.command == "cluster-wipe":
+            cluster.wipe(settings)
+        elif args.command == "cluster-status":
+            for name, info in cluster.status(settings).items():
+                print(f"{name:18s} {'ready' if info['ready'] else 'down':6s} {info['address']}")
+        elif args.command == "cluster-env":
+            print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cluster.cluster_env(settings).items()))
+        elif args.command == "cluster-submit":
+            cluster.submit(settings, args.job_args)
         elif args.command == "settings":
             for env, value, _name in settings.describe():
                 print(f"{env:40s} {value}")

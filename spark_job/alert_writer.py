@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from kafka.errors import KafkaError
+
 from common.contracts import format_event_time
 from common.kafka_io import make_producer, read_topic
 from common.settings import Settings, checkpoint_location
@@ -101,7 +103,13 @@ def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
     system API, as Spark wrote it, so a checkpoint on HDFS or S3 (``s3a://``) works; without one (a
     writer driven by hand) from a local folder."""
     if spark is None:
-        return (Path(checkpoint) / name).read_text()
+        # A file:// URI (a cluster's checkpoint root) names a local folder too; Path would fold its "//".
+        local = str(checkpoint)
+        if local.startswith("file:"):
+            from urllib.parse import urlparse
+            from urllib.request import url2pathname
+            local = url2pathname(urlparse(local).path)
+        return (Path(local) / name).read_text()
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(checkpoint_location(checkpoint, name))
     stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
@@ -265,19 +273,28 @@ class ExactlyOnceWriter:
         if tally is not None:
             rows = tally.rows(rows)
         producer.begin_transaction()
+        undelivered: list[BaseException] = []     # appended to by the producer's I/O thread
         try:
             detected_at = format_event_time_now()
             count = 0
             for kind, topic, key, value in rows:
                 if kind == ALERT_KIND:
                     value = with_detected_at(value, detected_at)
-                producer.send(topic, key=key, value=value)
+                producer.send(topic, key=key, value=value).add_errback(undelivered.append)
                 count += 1
             marker = Marker(self.query_id, batch_id, end_offsets)
             producer.send(self.settings.topic_alert_markers, key=self.writer_id,
                           value=json.dumps({"query_id": marker.query_id, "batch_id": batch_id,
                                             "end_offsets": end_offsets, "records": count,
-                                            "committed_at": detected_at}))
+                                            "committed_at": detected_at})).add_errback(undelivered.append)
+            # kafka-python fails the records of a batch that expired (delivery timeout: a partition
+            # without a reachable leader, as while a broker dies) without making the transaction
+            # abortable, and would commit it without them. Every record must be acknowledged first.
+            producer.flush()
+            if undelivered:
+                raise UndeliveredRecordsError(
+                    f"writer {self.writer_id}: {len(undelivered)} record(s) of batch {batch_id} were not "
+                    f"delivered ({undelivered[0]}); the transaction is aborted and the batch re-run") from undelivered[0]
             producer.commit_transaction()
         except BaseException:
             _abort_quietly(producer)
@@ -302,6 +319,10 @@ class ExactlyOnceWriter:
             os.replace(partial, self.stats_path)
         except OSError as error:   # a full disk must not fail a batch that is already committed
             log.warning("writer %s: could not publish its stats: %s", self.writer_id, error)
+
+
+class UndeliveredRecordsError(KafkaError):
+    """A record of a batch was not acknowledged: its transaction must not commit."""
 
 
 def with_detected_at(alert_json: str, detected_at: str) -> str:

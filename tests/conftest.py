@@ -1,5 +1,6 @@
 """Shared fixtures. Markers come from the folder: tests/unit -> unit, tests/integration -> integration,
-tests/e2e -> e2e; tests marked ``slow`` run only with FRAUD_SLOW_TESTS=1
+tests/e2e -> e2e, tests/cluster -> cluster (run only with FRAUD_CLUSTER_TESTS=1: ``make e2e-cluster``);
+tests marked ``slow`` run only with FRAUD_SLOW_TESTS=1
 (``make test-slow``), to keep ``make test`` short. Service fixtures start the embedded local stack on demand (once per session) and
 stop it at the end if they started it; each test gets its own topics and consumer groups."""
 
@@ -25,10 +26,15 @@ def _kind(item) -> str:
 
 def pytest_collection_modifyitems(config, items):
     run_slow = os.environ.get("FRAUD_SLOW_TESTS") == "1"
+    run_cluster = os.environ.get("FRAUD_CLUSTER_TESTS") == "1"
     for item in items:
         kind = _kind(item)
         if kind in KINDS:
             item.add_marker(getattr(pytest.mark, kind))
+        if kind == "cluster":
+            item.add_marker(pytest.mark.cluster)
+            if not run_cluster:
+                item.add_marker(pytest.mark.skip(reason="a cluster run, left to make e2e-cluster (FRAUD_CLUSTER_TESTS=1)"))
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="a slow run, left to make test-slow (FRAUD_SLOW_TESTS=1)"))
     # Unit tests first, before any session fixture has started a broker or a Spark JVM that would

@@ -564,6 +564,10 @@ class ChaosRun:
             client.close()
         return figures
 
+    def backtest_env(self) -> dict[str, str]:
+        """The environment of the backtest that computes the expected alerts: the services' own."""
+        return self.diamond.env
+
     def _expected_alert_ids(self, transactions: list[dict], labels_path: Path) -> set[str]:
         """The detectors' static backtest (``python -m detectors backtest``) of exactly these transactions."""
         folder = self.out / "backtest"
@@ -572,7 +576,7 @@ class ChaosRun:
         path.write_text("".join(json.dumps(t) + "\n" for t in transactions))
         result = subprocess.run([sys.executable, "-m", "detectors", "backtest", *self.plan.detectors, "--transactions", str(path),
                                  "--labels", str(labels_path), "--out", str(folder)], cwd=REPO_ROOT,
-                                env=self.diamond.env, capture_output=True, text=True, timeout=1800)
+                                env=self.backtest_env(), capture_output=True, text=True, timeout=1800)
         if result.returncode != 0:
             raise RuntimeError(f"the backtest failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
         return {json.loads(line)["alert_id"] for line in (folder / "alerts.jsonl").read_text().splitlines()}

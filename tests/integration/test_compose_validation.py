@@ -63,6 +63,28 @@ def test_compose_file_is_valid_for_docker_compose(composecheck, profiles):
                       "published": "18765", "protocol": "tcp"}]
 
 
+def test_the_cluster_profile_adds_three_brokers_a_spark_master_two_workers_and_the_job(composecheck):
+    result = composecheck(COMPOSE_FILE, "cluster")
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    cluster = {"kafka-1", "kafka-2", "kafka-3", "cluster-topics", "spark-master", "spark-worker-1", "spark-worker-2",
+               "detectors-cluster"}
+    assert cluster <= set(services)
+    for n in (1, 2, 3):
+        env = services[f"kafka-{n}"]["environment"]
+        assert (env["KAFKA_NODE_ID"], env["KAFKA_MIN_INSYNC_REPLICAS"], env["KAFKA_DEFAULT_REPLICATION_FACTOR"]) == \
+            (str(n), "2", "3")
+        assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "3"
+    worker = services["spark-worker-2"]
+    # compose's $$ is a literal $: the shell finds pyspark's spark-class at start
+    assert worker["command"][-1].startswith('exec "$(python -c ')
+    assert worker["depends_on"]["spark-master"]["condition"] == "service_healthy"
+    job = services["detectors-cluster"]
+    assert job["environment"]["FRAUD_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert job["depends_on"]["cluster-topics"]["condition"] == "service_completed_successfully"
+    assert not any(services[name].get("ports") for name in cluster)
+
+
 @pytest.mark.parametrize("profile, monitoring", [("monitoring", {"prometheus", "grafana"}), ("prometheus", {"prometheus"})])
 def test_the_monitoring_profile_adds_prometheus_and_grafana_with_their_files(composecheck, profile, monitoring):
     """``monitoring``: Prometheus and Grafana; ``prometheus``: Prometheus alone, what compose.sh runs where

@@ -63,3 +63,60 @@ def test_a_batch_is_pulled_in_pieces_of_about_the_fetch_bytes(rows, total, large
     pieces = fetch_partitions(rows, total, largest, 64 * MB)
     assert pieces == expected
     assert -(-rows // pieces) * largest <= 64 * MB or largest > 64 * MB
+
+
+class _ExpiringProducer:
+    """kafka-python's transactional producer as a broker's death leaves it: the records sent to one topic
+    expire at the flush (their futures fail with a delivery timeout), and the transaction still commits."""
+
+    def __init__(self, expiring_topic: str):
+        from kafka.future import Future
+
+        self.expiring_topic, self.future = expiring_topic, Future
+        self.pending: list = []
+        self.calls: list[str] = []
+
+    def begin_transaction(self):
+        self.calls.append("begin")
+
+    def send(self, topic, key=None, value=None):
+        future = self.future()
+        self.pending.append((topic, future))
+        return future
+
+    def flush(self, timeout=None):
+        from kafka.errors import KafkaTimeoutError
+
+        for topic, future in self.pending:
+            if topic == self.expiring_topic:
+                future.failure(KafkaTimeoutError("Expiring 1 record(s): 120000 ms has passed since batch creation"))
+            else:
+                future.success(None)
+        self.pending.clear()
+
+    def commit_transaction(self):
+        self.flush()
+        self.calls.append("commit")
+
+    def abort_transaction(self):
+        self.calls.append("abort")
+
+
+def test_a_batch_whose_records_expired_is_aborted_not_committed_without_them(tmp_path):
+    from common.settings import Settings
+    from spark_job.alert_writer import ExactlyOnceWriter, UndeliveredRecordsError
+
+    settings = Settings.from_env({"topic_alerts": "alerts", "topic_alert_markers": "markers", "run_dir": tmp_path},
+                                 environ={})
+    writer = ExactlyOnceWriter(settings, "rules", tmp_path)
+    writer._query_id = "q"
+    writer.producer = _ExpiringProducer("alerts")
+    rows = [("alert", "alerts", "card-1", '{"alert_id":"a1"}'), ("dead_letter", "dlq", "k", "{}")]
+    with pytest.raises(UndeliveredRecordsError, match="1 record\\(s\\) of batch 3 were not delivered"):
+        writer.write_batch(rows, batch_id=3)
+    assert writer.producer.calls == ["begin", "abort"]
+    assert writer.last is None and writer.stats["batches_written"] == 0
+
+    writer.producer = _ExpiringProducer("elsewhere")          # delivered: committed
+    assert writer.write_batch(rows, batch_id=3) == 2
+    assert writer.producer.calls == ["begin", "commit"] and writer.last.batch_id == 3

@@ -56,6 +56,11 @@ def app_services(services: dict[str, dict]) -> dict[str, dict]:
             if s.get("build", {}).get("dockerfile") == "deploy/docker/app.Dockerfile"}
 
 
+def stack_app_services(services: dict[str, dict]) -> dict[str, dict]:
+    """The app services of the single-broker stack: all but the `cluster` profile's (tested apart)."""
+    return {name: s for name, s in app_services(services).items() if "cluster" not in s.get("profiles", [])}
+
+
 def environment(service: dict) -> dict[str, str]:
     env = service.get("environment") or {}
     if isinstance(env, list):
@@ -199,7 +204,7 @@ def test_kafka_listeners_internal_for_containers_external_on_loopback(services):
     assert len(external) == 1 and external[0].startswith("127.0.0.1:")
     host_port = external[0].rsplit(":", 1)[1]
     assert f"127.0.0.1:{host_port}:29092" in services["kafka"]["ports"]
-    for service in app_services(services).values():
+    for service in stack_app_services(services).values():
         assert environment(service)["FRAUD_KAFKA_BOOTSTRAP"] == "kafka:9092"
         assert environment(service)["FRAUD_REDIS_URL"] == "redis://redis:6379/0"
 
@@ -211,11 +216,12 @@ def test_every_published_port_is_bound_to_loopback(services):
 
 
 def test_app_services_get_settings_only_as_known_fraud_variables(services):
-    apps = app_services(services)
+    apps = stack_app_services(services)
     assert set(apps) == {"topics", "train", "detectors", "enricher", "cases", "dashboard", "reference", "producer"}
-    for name, service in apps.items():
+    for name, service in app_services(services).items():
         env = environment(service)
-        unknown = sorted(set(env) - set(SETTINGS_ENV))
+        # The cluster profile's Spark daemons also read Spark's own SPARK_* variables (their heap).
+        unknown = sorted(k for k in set(env) - set(SETTINGS_ENV) if not k.startswith("SPARK_"))
         assert not unknown, f"{name}: not settings of common/settings.py: {unknown}"
         Settings.from_env(environ=env)        # every value coerces to its field's type
 
@@ -229,10 +235,11 @@ def test_env_names_of_every_service_that_look_like_settings_exist(services):
 def test_topic_layout_is_the_same_for_every_service(services):
     """Partition counts and topic names come from deploy/topics.py via the settings: no service may
     see another layout than the others (the default is the local stack's)."""
-    apps = app_services(services)
-    for key in TOPIC_LAYOUT:
-        values = {environment(s).get(key, str(SETTINGS_ENV[key].default)) for s in apps.values()}
-        assert len(values) == 1, f"{key} differs between services: {values}"
+    for apps in (stack_app_services(services),
+                 {n: s for n, s in app_services(services).items() if "cluster" in s.get("profiles", [])}):
+        for key in TOPIC_LAYOUT:
+            values = {environment(s).get(key, str(SETTINGS_ENV[key].default)) for s in apps.values()}
+            assert len(values) == 1, f"{key} differs between services: {values}"
 
 
 def test_topics_init_uses_the_project_topic_code():
@@ -483,3 +490,38 @@ def test_hadolint_fails_on_a_bad_dockerfile(tmp_path):
     bad.write_text("FROM python:latest\nRUN apt-get update && apt-get install -y curl\n")
     result = subprocess.run([_hadolint(), "--no-color", str(bad)], capture_output=True, text=True)
     assert result.returncode != 0 and "DL3007" in result.stdout, result.stdout
+
+
+def test_the_cluster_profile_is_three_replicating_brokers_a_spark_master_two_workers_and_the_job(services):
+    """The `cluster` profile runs what `make cluster-up` runs (deploy/config/kafka-cluster.properties,
+    deploy/cluster.py): opt-in, so a plain `up` starts none of it."""
+    cluster = {name for name, s in services.items() if "cluster" in s.get("profiles", [])}
+    assert cluster == {"kafka-1", "kafka-2", "kafka-3", "cluster-topics", "spark-master", "spark-worker-1",
+                       "spark-worker-2", "detectors-cluster"}
+    local = {line.split("=", 1)[0]: line.split("=", 1)[1] for line in
+             (DEPLOY / "config" / "kafka-cluster.properties").read_text().splitlines()
+             if line and not line.startswith("#") and "{" not in line}
+    for n in (1, 2, 3):
+        env = environment(services[f"kafka-{n}"])
+        assert env["KAFKA_NODE_ID"] == str(n)
+        assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"
+        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"INTERNAL://kafka-{n}:9092"
+        differ = {p: (v, env.get(kafka_env_name(p))) for p, v in local.items()
+                  if p not in {"process.roles", "inter.broker.listener.name", "controller.listener.names",
+                               "listener.security.protocol.map"} and env.get(kafka_env_name(p)) != v}
+        assert not differ, f"kafka-{n} differs from deploy/config/kafka-cluster.properties: {differ}"
+        assert f"kafka-{n}-data:/var/lib/kafka/data" in services[f"kafka-{n}"]["volumes"]
+        assert not services[f"kafka-{n}"].get("ports")
+    assert "org.apache.spark.deploy.master.Master" in services["spark-master"]["command"][-1]
+    for n in (1, 2):
+        command = services[f"spark-worker-{n}"]["command"][-1]
+        assert "/bin/spark-class" in command and "org.apache.spark.deploy.worker.Worker" in command
+        assert "--cores 1" in command and command.endswith("spark://spark-master:7077")
+    job = environment(services["detectors-cluster"])
+    assert job["FRAUD_SPARK_MASTER"] == "spark://spark-master:7077"
+    assert job["FRAUD_REPLICATION_FACTOR"] == "3"
+    assert job["FRAUD_KAFKA_BOOTSTRAP"] == "kafka-1:9092,kafka-2:9092,kafka-3:9092"
+    assert job["FRAUD_CHECKPOINT_ROOT"].startswith("file:///")
+    shared = job["FRAUD_CHECKPOINT_ROOT"].removeprefix("file://")
+    for name in ("detectors-cluster", "spark-worker-1", "spark-worker-2"):
+        assert f"cluster-checkpoints:{shared}" in services[name]["volumes"], name

@@ -97,7 +97,13 @@ class FakeProducer:
         pass
 
     def send(self, topic, key=None, value=None):
+        from kafka.future import Future
+
         self.sent.append((topic, key, value))
+        return Future().success(None)          # acknowledged, as kafka-python's future once delivered
+
+    def flush(self, timeout=None):
+        pass
 
     def commit_transaction(self):
         if self.fail_on_commit:
