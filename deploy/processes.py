@@ -58,19 +58,12 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # Only zombies left (reaped by nobody yet) count as gone.
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    return any(group == pgid and state != "Z" for _, group, _, state in _process_table().values())
 
 
-def _process_table() -> dict[int, tuple[int, int, int]]:
-    """pid -> (parent pid, process group, CPU ticks: user + system of itself and the children it reaped)."""
+def _process_table() -> dict[int, tuple[int, int, int, str]]:
+    """pid -> (parent pid, process group, CPU ticks: user + system of itself and the children it reaped,
+    state), from ``/proc/<pid>/stat``."""
     table = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -78,7 +71,8 @@ def _process_table() -> dict[int, tuple[int, int, int]]:
                 fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
             except (OSError, IndexError):
                 continue
-            table[int(entry.name)] = (int(fields[1]), int(fields[2]), sum(int(value) for value in fields[11:15]))
+            table[int(entry.name)] = (int(fields[1]), int(fields[2]), sum(int(value) for value in fields[11:15]),
+                                      fields[0])
     return table
 
 
@@ -88,9 +82,9 @@ def group_cpu_seconds(pgid: int) -> float:
     reaped: a service's cost, which a loaded machine does not inflate the way it does wall time."""
     table = _process_table()
     children: dict[int, list[int]] = {}
-    for pid, (parent, _, _) in table.items():
+    for pid, (parent, *_rest) in table.items():
         children.setdefault(parent, []).append(pid)
-    todo = [pid for pid, (_, group, _) in table.items() if group == pgid]
+    todo = [pid for pid, (_, group, *_rest) in table.items() if group == pgid]
     seen: set[int] = set()
     while todo:
         pid = todo.pop()

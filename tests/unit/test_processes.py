@@ -20,14 +20,14 @@ def test_a_restart_reuses_the_command_and_nothing_is_left_behind(tmp_path):
 # Burns CPU in a grandchild (reaped by the child), in the child itself and in a grandchild that moved to a
 # process group of its own (as PySpark's worker daemon does), then waits: the group's CPU counts all three. The work is measured in CPU seconds, not wall time, so a loaded machine only slows it.
 BURN = r"""
-import os, signal, subprocess, sys, time
+import signal, subprocess, sys
 BURN_03 = "import time\ns = time.process_time()\nwhile time.process_time() - s < 0.3: pass\n"
 subprocess.run([sys.executable, "-c", BURN_03])
 exec(BURN_03)
-# Moves to a group of its own, burns, says so, and leaves when its parent does (a group kill misses it).
-MOVER = ("import os, time\nparent = os.getppid()\nos.setpgid(0, 0)\n" + BURN_03 + "print('moved', flush=True)\n"
-         "while os.getppid() == parent: time.sleep(0.05)\n")
-mover = subprocess.Popen([sys.executable, "-c", MOVER], stdout=subprocess.PIPE, text=True)
+# Moves to a group of its own, burns, says so, and leaves when its parent does (a group kill misses it):
+# its stdin is a pipe from the parent, which reaches end of file when the parent dies.
+MOVER = ("import os, sys\nos.setpgid(0, 0)\n" + BURN_03 + "print('moved', flush=True)\nsys.stdin.read()\n")
+mover = subprocess.Popen([sys.executable, "-c", MOVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 mover.stdout.readline()
 print("burnt", flush=True)
 signal.pause()
