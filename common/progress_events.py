@@ -24,16 +24,20 @@ from pyspark.sql.streaming import StreamingQueryListener
 ProgressCallback = Callable[[dict], None]
 StartedCallback = Callable[[str, str], None]                # query name, query id
 TerminatedCallback = Callable[[str, "str | None"], None]    # query id, error (None: stopped cleanly)
+RunTerminatedCallback = Callable[[str], None]               # the run id of the query that ended
 
 
 class JsonProgressListener(StreamingQueryListener):
-    """Calls ``on_progress(progress_json_dict)`` for every micro-batch of every query of the session."""
+    """Calls ``on_progress(progress_json_dict)`` for every micro-batch of every query of the session
+    (no ``on_progress``: the progress is not even fetched)."""
 
-    def __init__(self, on_progress: ProgressCallback, on_started: StartedCallback | None = None,
-                 on_terminated: TerminatedCallback | None = None):
+    def __init__(self, on_progress: ProgressCallback | None, on_started: StartedCallback | None = None,
+                 on_terminated: TerminatedCallback | None = None,
+                 on_run_terminated: RunTerminatedCallback | None = None):
         self.on_progress = on_progress
         self.on_started = on_started
         self.on_terminated = on_terminated
+        self.on_run_terminated = on_run_terminated
 
     # PySpark's converted events never reach these: the bridge below calls the callbacks directly.
     def onQueryStarted(self, event) -> None:
@@ -68,7 +72,8 @@ class _JsonBridge:
             self.listener.on_started(jevent.name(), jevent.id().toString())
 
     def onQueryProgress(self, jevent) -> None:
-        self.listener.on_progress(json.loads(jevent.progress().json()))
+        if self.listener.on_progress is not None:
+            self.listener.on_progress(json.loads(jevent.progress().json()))
 
     def onQueryIdle(self, jevent) -> None:
         pass
@@ -77,6 +82,8 @@ class _JsonBridge:
         if self.listener.on_terminated is not None:
             error = jevent.exception()
             self.listener.on_terminated(jevent.id().toString(), error.get() if error.isDefined() else None)
+        if self.listener.on_run_terminated is not None:
+            self.listener.on_run_terminated(jevent.runId().toString())
 
     class Java:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]

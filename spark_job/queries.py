@@ -30,6 +30,7 @@ from spark_job.codegen import CodegenByBatchSize
 from spark_job.dead_letters import dlq_hash_key, dlq_values
 from spark_job.options import DLQ_QUERY, SINKS, QueryPlan, RunOptions, plan_queries
 from spark_job.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
+from spark_job.writer_closing import close_when_query_ends
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"      # the contracts' time format, in Spark's pattern letters
 
@@ -133,9 +134,10 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
     if options.trigger_seconds:
         writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
     if exactly_once:
-        write = CodegenByBatchSize(ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open(),
-                                   settings)
+        kafka_writer = ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()
+        write = CodegenByBatchSize(kafka_writer, settings)
         write.query = writer.foreachBatch(write).start()
+        close_when_query_ends(rows.sparkSession, write.query, kafka_writer)
         return write.query
     return writer.format("kafka").options(**spark_kafka_options(settings)).start()
 
