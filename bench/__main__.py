@@ -17,8 +17,9 @@ Benchmarks (NAME):
   demo          whole ``python -m demo`` runs (all five detectors, exactly once, the services) at several
                 rates, the query groups beside one query per detector: p99 per detector, lag, last alert
                 (bench/demo_latency.py)
-  metrics       the detector job with its Prometheus metrics on and off (FRAUD_METRICS_ENABLED), rounds
-                interleaved in one JVM: their cost in throughput (docs/metrics.md)
+  metrics       the detector job with its Prometheus metrics on and off (FRAUD_METRICS_ENABLED), short
+                rounds in ABBA order in one JVM, /metrics scraped every 5 s: their cost in CPU seconds
+                per 1,000 transactions, in throughput and as time inside metrics code (docs/metrics.md)
   memory        peak RSS of the JVM and Python workers (and of the baselines) vs distinct cards
                 (from ``pipeline`` when it ran, else its own shorter runs)
 
@@ -85,6 +86,8 @@ def main(argv=None) -> int:
     parser.add_argument("--spark-variants", nargs="+", choices=list(suites.SPARK_VARIANTS),
                         help="Spark variants of the pipeline benchmark (default: all)")
     parser.add_argument("--spark-timeout", type=float, help="cap in seconds per Spark variant")
+    parser.add_argument("--metrics-rounds", type=int, help="on/off pairs of the metrics benchmark (default 8)")
+    parser.add_argument("--metrics-rows", type=int, help="transactions per run of the metrics benchmark")
     parser.add_argument("--run-id", help="name of the run folder (default: a timestamp)")
     args = parser.parse_args(argv)
     selected = list(args.only or ("producer", "pipeline", "latency", "demo", "exactly-once", "metrics", "memory"))
@@ -108,6 +111,10 @@ def main(argv=None) -> int:
         sizes.slow_timeout_s = max(args.spark_timeout, sizes.slow_timeout_s)
     if args.latency_window:
         sizes.latency_window_s = args.latency_window
+    if args.metrics_rounds:
+        sizes.metrics_rounds = args.metrics_rounds
+    if args.metrics_rows:
+        sizes.metrics_rows = args.metrics_rows
     run_id = args.run_id or datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = REPO_ROOT / "artifacts" / "bench" / run_id
     (out_dir / "tmp").mkdir(parents=True, exist_ok=True)

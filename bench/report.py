@@ -153,12 +153,27 @@ def markdown(results: dict) -> str:
     if met and met.get("runs"):
         lines += ["## Prometheus metrics on vs off", "",
                   f"double_swipe + velocity (one query, exactly-once writer, DLQ branch), {met['cards']:,} cards, "
-                  f"rounds interleaved in one JVM; metrics on = progress and writer hooks, /metrics scraped every 5 s.",
-                  "", "| run | tx/s | steady tx/s (without the first batch) |", "|---|---|---|"]
+                  f"{met.get('rows_per_run', 0):,} transactions per run, rounds in ABBA order in one JVM; metrics on = "
+                  f"progress and writer hooks, /metrics served and scraped every 5 s.",
+                  "", "| run | tx/s | CPU s per 1,000 tx (job's process tree) | time in metrics code (s) |",
+                  "|---|---|---|---|"]
         for r in met["runs"]:
-            lines.append(f"| {r['name']} | {_f(r['tx_per_second'])} | {_f(r.get('steady_tx_per_second'))} |")
-        lines += ["", f"Cost of the metrics: {met.get('cost_pct')}% of throughput (median over rounds of 1 − on/off; "
-                  f"target < 2%; negative: on was faster).", ""]
+            cpu = 1000 * r["cpu_s"] / r["rows"] if r.get("cpu_s") and r.get("rows") else None
+            code = sum(r["metrics_code_s"].values()) if r.get("metrics_code_s") else None
+            lines.append(f"| {r['name']} | {_f(r['tx_per_second'])} | {'—' if cpu is None else f'{cpu:.3f}'} | "
+                         f"{'—' if code is None else f'{code:.3f}'} |")
+        lines.append("")
+        for key, what in (("cpu_cost", "CPU per transaction"), ("throughput_cost", "throughput")):
+            c = met.get(key) or {}
+            if c.get("pairs"):
+                lines.append(f"Cost in {what}: median {c['median_pct']}% over {c['pairs']} pairs (min {c['min_pct']}%, "
+                             f"max {c['max_pct']}%, bootstrap 95% of the median {c['ci95_pct'][0]}% … {c['ci95_pct'][1]}%; "
+                             f"target < 2%; negative: on was cheaper).  ")
+        code = met.get("metrics_code") or {}
+        if code.get("share_of_cpu_pct") is not None:
+            lines.append(f"Inside metrics code: {code['share_of_cpu_pct']}% of the on-runs' CPU "
+                         f"({code['us_per_transaction']} µs per transaction, {code['scrapes']} scrapes).")
+        lines.append("")
     mem = b.get("memory")
     if mem:
         lines += ["## Memory (peak RSS, MiB) vs distinct cards", "",

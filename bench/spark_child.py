@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 
 from bench.procs import tree_rss
+from deploy.processes import group_cpu_seconds
 
 
 def _ts(text: str) -> float:
@@ -47,10 +48,13 @@ class Collector:
         self.metrics = None                 # a run's SparkMetrics while it measures with metrics on
 
     def _record(self, progress: dict) -> None:
-        if self.metrics is not None:        # what the job's progress listener does with metrics on
-            from spark_job.progress import summarize_progress
+        from spark_job.progress import summarize_progress
 
-            self.metrics.record(progress, summarize_progress(progress))
+        # the job's progress listener summarizes every progress, metrics on or off; with them on, the
+        # summary also goes to the metrics
+        summary = summarize_progress(progress)
+        if self.metrics is not None:
+            self.metrics.record(progress, summary)
         with self.lock:
             self.events.append(progress)
 
@@ -173,17 +177,19 @@ def _keep_progress(path: Path, events: list[dict]) -> None:
 class JobMetrics:
     """The detector job's metrics as ``python -m detectors run`` has them (FRAUD_METRICS_ENABLED): fed by
     the progress events and the exactly-once writer's hook, served on a port and scraped every
-    ``every_s`` as Prometheus would; ``stop()`` takes them off again."""
+    ``every_s`` as Prometheus would (deploy/monitoring/prometheus.yml: 5 s); ``stop()`` takes them off
+    again. Every piece of their code is timed (bench.timed_metrics); a scrape's time is its round trip,
+    the client's side included, which Prometheus would pay in a process of its own."""
 
     def __init__(self, collector: Collector, every_s: float = 5.0):
         import socket
         import urllib.request
 
+        from bench.timed_metrics import TimedSparkMetrics
         from common.metrics_http import serve_metrics
         from spark_job.alert_writer import ExactlyOnceWriter
-        from spark_job.metrics import SparkMetrics
 
-        self.collector, self.metrics = collector, SparkMetrics()
+        self.collector, self.metrics = collector, TimedSparkMetrics()
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
@@ -195,8 +201,10 @@ class JobMetrics:
 
         def scrape():
             while not self.stopping.wait(every_s):
+                started = time.perf_counter()
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
                     response.read()
+                self.metrics.add("scrape", time.perf_counter() - started)
                 self.scrapes += 1
         self.scraper = threading.Thread(target=scrape, daemon=True)
         self.scraper.start()
@@ -226,6 +234,10 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
                          max_offsets_per_trigger=run.get("max_offsets_per_trigger"),
                          checkpoint_root=tmp / f"ckpt-{run['name']}-{time.monotonic_ns()}")
     sampler.reset()
+    # CPU of this process tree (the driver's Python, the JVM, the Python workers), from before the
+    # queries start until they and the metrics have stopped: what a variant costs, which the machine's
+    # load does not inflate the way it does wall time
+    cpu_before = group_cpu_seconds(os.getpgid(0))
     metrics = JobMetrics(collector) if run.get("metrics") else None
     started = time.monotonic()
     queries = start_detectors(spark, detectors, s, options)
@@ -246,11 +258,14 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
             q.stop()
         if metrics is not None:
             metrics.stop()
+    cpu_s = group_cpu_seconds(os.getpgid(0)) - cpu_before
     events = collector.of(set(names))
     _keep_progress(tmp / f"{run['name']}.progress.jsonl", events)
     result = summarize(events, names, expected)
+    result["cpu_s"] = round(cpu_s, 3)
     if metrics is not None:
         result["metrics_scrapes"] = metrics.scrapes
+        result["metrics_code_s"] = {part: round(s, 6) for part, s in metrics.metrics.seconds.items()}
     result.update({"name": run["name"], "capped": capped, "wall_s_with_startup": round(time.monotonic() - started, 1),
                    "rss_peak_bytes": dict(sampler.peak), "rss_last_bytes": dict(sampler.last),
                    "load_avg": os.getloadavg()})

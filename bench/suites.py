@@ -46,6 +46,8 @@ class Sizes:
     producer_rounds: int
     demo_rates: list[int] = field(default_factory=lambda: [500, 1000, 2000, 5000])
     demo_duration_s: float = 30.0
+    metrics_rounds: int = 8            # on/off pairs of bench_metrics (ABBA), each run reading metrics_rows
+    metrics_rows: int = 75_000
 
     @classmethod
     def for_mode(cls, quick: bool) -> "Sizes":
@@ -57,7 +59,8 @@ class Sizes:
             return cls(count=20_000, cards=[10_000, 100_000], max_offsets=10_000, large_batch=20_000,
                        spark_timeout_s=45, slow_timeout_s=45, baseline_timeout_s=90, latency_loads=[1000, 2000],
                        latency_window_s=10, latency_warmup_s=5, eo_rounds=1, producer_count=20_000,
-                       producer_rounds=1, demo_rates=[1000], demo_duration_s=20.0)
+                       producer_rounds=1, demo_rates=[1000], demo_duration_s=20.0, metrics_rounds=2,
+                       metrics_rows=20_000)
         return cls(count=200_000, cards=[10_000, 100_000, 1_000_000], max_offsets=25_000, large_batch=100_000,
                    spark_timeout_s=90, slow_timeout_s=120, baseline_timeout_s=120, latency_loads=[1000, 2000, 5000, 20000],
                    latency_window_s=20, latency_warmup_s=5, eo_rounds=1, producer_count=50_000,
@@ -571,35 +574,74 @@ def bench_exactly_once(run: BenchRun) -> dict:
     return out
 
 
-def bench_metrics(run: BenchRun, rounds: int = 3) -> dict:
+def bench_metrics(run: BenchRun, rounds: int | None = None, rows: int | None = None) -> dict:
     """The detector job with its Prometheus metrics on and off (FRAUD_METRICS_ENABLED), double_swipe +
-    velocity with the exactly-once writer, in one JVM, rounds interleaved with the order alternating: the
-    metrics' cost in throughput (target: under 2%)."""
+    velocity with the exactly-once writer, in one JVM: ``rounds`` short pairs of runs in ABBA order
+    (on/off, off/on, ...), each reading the first ``rows`` transactions. The metrics' cost (target: under
+    2%) three ways, each figure paired within a round (its two runs are back to back, so they share the
+    machine's load): CPU seconds of the job's process tree per 1,000 transactions, throughput, and the
+    time spent inside metrics code (bench.timed_metrics) over the run's CPU."""
+    from bench.paired import per_thousand
+
+    rounds = rounds or run.sizes.metrics_rounds
     cards = run.sizes.cards[0]
     run.set_phase(f"metrics: data for {cards:,} cards")
     data = run.dataset(cards)
-    run.set_phase(f"metrics: double_swipe + velocity with metrics on and off, {rounds} round(s), interleaved")
+    rows = min(rows or run.sizes.metrics_rows, data["truth"]["transactions"])
+    run.set_phase(f"metrics: double_swipe + velocity with metrics on and off, {rounds} round(s) of "
+                  f"{rows:,} transactions, ABBA")
     # The JVM's first query runs cold (code generation, JIT): a whole unmeasured run of the same query, so
     # that the first measured one is not the slow one.
-    plan = [spark_plan_run(run, "warmup", DS_VEL, True, "exactly-once", data)]
+    plan = [spark_plan_run(run, "warmup", DS_VEL, True, "exactly-once", data, expected=rows)]
     for i in range(rounds):
         pair = [("on", True), ("off", False)]
         for state, on in (pair if i % 2 == 0 else pair[::-1]):
-            plan.append({**spark_plan_run(run, f"metrics_{state}_round{i}", DS_VEL, True, "exactly-once", data),
-                         "metrics": on})
+            plan.append({**spark_plan_run(run, f"metrics_{state}_round{i}", DS_VEL, True, "exactly-once", data,
+                                          expected=rows), "metrics": on})
     result = run_spark_plan(run, "metrics", plan, 240 + sum(p["timeout_s"] + 30 for p in plan))
     runs = result["runs"][1:]
-    on = [r["tx_per_second"] for r in runs if r["name"].startswith("metrics_on") and r["tx_per_second"]]
-    off = [r["tx_per_second"] for r in runs if r["name"].startswith("metrics_off") and r["tx_per_second"]]
-    out = {"cards": cards, "runs": runs, "metrics_on_tx_per_s": on, "metrics_off_tx_per_s": off}
-    if on and off and len(on) == len(off):
-        out["on_median"], out["off_median"] = statistics.median(on), statistics.median(off)
-        # paired by round (the two runs of a round are back to back, so they share the machine's load)
-        out["cost_pct"] = round(100 * statistics.median(1 - a / b for a, b in zip(on, off)), 1)
+    out = {"cards": cards, "rows_per_run": rows, "rounds": rounds, "runs": runs, **metrics_cost(runs)}
     for r in runs:
-        run.log(f"    {r['name']:<20} {r['tx_per_second'] or 0:>10,.0f} tx/s  alerts {r['alerts']}"
+        run.log(f"    {r['name']:<20} {r['tx_per_second'] or 0:>10,.0f} tx/s  "
+                f"{per_thousand(r.get('cpu_s', 0), r['rows']) or 0:.3f} CPU s/1000 tx  alerts {r['alerts']}"
                 f"{'  scrapes ' + str(r['metrics_scrapes']) if 'metrics_scrapes' in r else ''}")
-    run.log(f"    throughput cost of the metrics: {out.get('cost_pct')} %")
+    for what in ("cpu_cost", "throughput_cost"):
+        c = out[what]
+        if c.get("pairs"):
+            run.log(f"    {what}: median {c['median_pct']} % over {c['pairs']} pairs (min {c['min_pct']}, "
+                    f"max {c['max_pct']}, bootstrap 95% {c['ci95_pct']})")
+    run.log(f"    inside metrics code: {out['metrics_code']['share_of_cpu_pct']} % of the on-runs' CPU "
+            f"({out['metrics_code']['us_per_transaction']} µs per transaction)")
+    return out
+
+
+def metrics_cost(runs: list[dict]) -> dict:
+    """The figures of ``bench_metrics`` from its runs (``metrics_<on|off>_round<i>``): each round's on-run
+    paired with its off-run, a round without both left out."""
+    from bench.paired import paired_cost, per_thousand
+
+    by_round: dict[int, dict] = {}
+    for r in runs:
+        state, _, index = r["name"][len("metrics_"):].partition("_round")
+        by_round.setdefault(int(index), {})[state] = r
+    pairs = [p for _, p in sorted(by_round.items()) if "on" in p and "off" in p]
+    on, off = [p["on"] for p in pairs], [p["off"] for p in pairs]
+    cpu_on, cpu_off = ([per_thousand(r.get("cpu_s", 0), r["rows"]) for r in side] for side in (on, off))
+    tx_on, tx_off = [r["tx_per_second"] for r in on], [r["tx_per_second"] for r in off]
+    out = {"metrics_on_tx_per_s": tx_on, "metrics_off_tx_per_s": tx_off,
+           "cpu_s_per_1000_on": [c and round(c, 4) for c in cpu_on],
+           "cpu_s_per_1000_off": [c and round(c, 4) for c in cpu_off],
+           "cpu_cost": paired_cost(cpu_on, cpu_off, lower_is_better=True),
+           "throughput_cost": paired_cost(tx_on, tx_off, lower_is_better=False)}
+    code = {part: sum(r.get("metrics_code_s", {}).get(part, 0.0) for r in on)
+            for part in ("progress", "writer_rows", "writer_commit", "scrape")}
+    on_cpu, on_rows = sum(r.get("cpu_s", 0) for r in on), sum(r["rows"] for r in on)
+    out["metrics_code"] = {"seconds": {k: round(v, 4) for k, v in code.items()},
+                           "share_of_cpu_pct": round(100 * sum(code.values()) / on_cpu, 3) if on_cpu else None,
+                           "us_per_transaction": round(1e6 * sum(code.values()) / on_rows, 3) if on_rows else None,
+                           "scrapes": sum(r.get("metrics_scrapes", 0) for r in on)}
+    if out["throughput_cost"].get("pairs"):
+        out["cost_pct"] = out["throughput_cost"]["median_pct"]
     return out
 
 

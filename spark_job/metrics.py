@@ -150,15 +150,18 @@ class BatchTally:
         self.dead: dict[str, int] = {}
 
     def rows(self, rows: Iterable[tuple]) -> Iterator[tuple]:
-        alerts, dead = self.alerts, self.dead
+        count = self.count
         for row in rows:
-            if row[0] == ALERT_KIND:
-                name = alert_detector(row[3])
-                alerts[name] = alerts.get(name, 0) + 1
-            else:
-                reason = dead_letter_reason(row[3])
-                dead[reason] = dead.get(reason, 0) + 1
+            count(row)
             yield row
+
+    def count(self, row: tuple) -> None:
+        if row[0] == ALERT_KIND:
+            name = alert_detector(row[3])
+            self.alerts[name] = self.alerts.get(name, 0) + 1
+        else:
+            reason = dead_letter_reason(row[3])
+            self.dead[reason] = self.dead.get(reason, 0) + 1
 
     def committed(self) -> None:
         m = self.metrics

@@ -1,0 +1,65 @@
+"""The detector job's metrics with a stopwatch on every piece of their code (``bench --only metrics``):
+the progress hook, the writer's look at each output row, its count at commit, and each scrape.
+
+Times are wall-clock (``perf_counter``): a thread preempted inside metrics code counts the wait too, so
+on a loaded machine the sum is an upper bound of the CPU the metrics take.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from spark_job.metrics import BatchTally, SparkMetrics
+
+PARTS = ("progress", "writer_rows", "writer_commit", "scrape")
+
+
+class TimedSparkMetrics(SparkMetrics):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seconds = dict.fromkeys(PARTS, 0.0)
+        self._seconds_lock = threading.Lock()    # the listener, the writer and the scraper add from their threads
+
+    def add(self, part: str, seconds: float) -> None:
+        with self._seconds_lock:
+            self.seconds[part] += seconds
+
+    def record(self, progress: dict, summary: dict) -> None:
+        started = time.perf_counter()
+        try:
+            super().record(progress, summary)
+        finally:
+            self.add("progress", time.perf_counter() - started)
+
+    def batch(self, writer_id: str) -> "TimedTally":
+        return TimedTally(self, writer_id)
+
+
+class TimedTally(BatchTally):
+    __slots__ = ()
+
+    def rows(self, rows):
+        count, clock, spent = self.count, time.perf_counter, 0.0
+        try:
+            for row in rows:
+                started = clock()
+                count(row)
+                spent += clock() - started
+                yield row
+        finally:
+            self.metrics.add("writer_rows", spent)
+
+    def committed(self) -> None:
+        started = time.perf_counter()
+        try:
+            super().committed()
+        finally:
+            self.metrics.add("writer_commit", time.perf_counter() - started)
+
+    def aborted(self) -> None:
+        started = time.perf_counter()
+        try:
+            super().aborted()
+        finally:
+            self.metrics.add("writer_commit", time.perf_counter() - started)
