@@ -178,14 +178,14 @@ class JobMetrics:
     """The detector job's metrics as ``python -m detectors run`` has them (FRAUD_METRICS_ENABLED): fed by
     the progress events and the exactly-once writer's hook, served on a port and scraped every
     ``every_s`` as Prometheus would (deploy/monitoring/prometheus.yml: 5 s); ``stop()`` takes them off
-    again. Every piece of their code is timed (bench.timed_metrics); a scrape's time is its round trip,
-    the client's side included, which Prometheus would pay in a process of its own."""
+    again. Every piece of their code is timed (bench.timed_metrics); a scrape's time includes the
+    client's side, which Prometheus would pay in a process of its own."""
 
     def __init__(self, collector: Collector, every_s: float = 5.0):
         import socket
         import urllib.request
 
-        from bench.timed_metrics import TimedSparkMetrics
+        from bench.timed_metrics import TimedRegistry, TimedSparkMetrics
         from common.metrics_http import serve_metrics
         from spark_job.alert_writer import ExactlyOnceWriter
 
@@ -193,7 +193,7 @@ class JobMetrics:
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        self.server = serve_metrics(self.metrics.registry, "127.0.0.1", port, "bench")
+        self.server = serve_metrics(TimedRegistry(self.metrics.registry, self.metrics), "127.0.0.1", port, "bench")
         ExactlyOnceWriter.observer = self.metrics
         collector.metrics = self.metrics
         self.scrapes = 0
@@ -201,10 +201,10 @@ class JobMetrics:
 
         def scrape():
             while not self.stopping.wait(every_s):
-                started = time.perf_counter()
+                started = time.thread_time()
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
                     response.read()
-                self.metrics.add("scrape", time.perf_counter() - started)
+                self.metrics.add("scrape", time.thread_time() - started)
                 self.scrapes += 1
         self.scraper = threading.Thread(target=scrape, daemon=True)
         self.scraper.start()

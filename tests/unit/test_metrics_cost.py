@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 
 from bench.paired import paired_cost, per_thousand
 from bench.suites import metrics_cost
-from bench.timed_metrics import TimedSparkMetrics
+from bench.timed_metrics import TimedRegistry, TimedSparkMetrics
 from spark_job.metrics import SparkMetrics
 from tests.metrics_scrape import samples
 
@@ -69,12 +69,15 @@ def test_the_benchmark_pairs_each_rounds_on_and_off_runs_whatever_their_order():
     code = {"progress": 0.01, "writer_rows": 0.02, "writer_commit": 0.0, "scrape": 0.01}
     runs = [bench_run("metrics_on_round0", 990, 10.1, code=code), bench_run("metrics_off_round0", 1000, 10.0),
             bench_run("metrics_off_round1", 500, 20.0), bench_run("metrics_on_round1", 500, 20.0, code=code),
-            bench_run("metrics_on_round2", 800, 9.0, code=code)]          # round 2 lost its off-run
+            bench_run("metrics_on_round2", 800, 9.0, code=code),          # round 2 lost its off-run
+            {**bench_run("metrics_on_round3", 100, 9.0, rows=900, code=code), "capped": True},
+            bench_run("metrics_off_round3", 1000, 10.0)]
     got = metrics_cost(runs)
     assert got["cpu_s_per_1000_on"] == [1.01, 2.0] and got["cpu_s_per_1000_off"] == [1.0, 2.0]
     assert got["cpu_cost"]["per_pair_pct"] == [1.0, 0.0]
     assert got["throughput_cost"]["per_pair_pct"] == [1.0, 0.0]
     assert got["cost_pct"] == 0.5
+    assert got["rounds_left_out"] == 2
     # inside metrics code: 0.08 s of the on-runs' 30.1 CPU seconds, over their 20,000 transactions
     assert got["metrics_code"]["seconds"]["writer_rows"] == 0.04
     assert got["metrics_code"]["share_of_cpu_pct"] == round(100 * 0.08 / 30.1, 3)
@@ -107,3 +110,6 @@ def test_the_timed_metrics_count_what_the_metrics_count_and_time_each_part():
     assert counted(timed)[("fraud_alerts_written_total", (("detector", "velocity"), ("query", "q")))] == 2
     assert timed.seconds["progress"] > 0 and timed.seconds["writer_rows"] > 0 and timed.seconds["writer_commit"] > 0
     assert timed.seconds["scrape"] == 0
+    scraped = generate_latest(TimedRegistry(timed.registry, timed)).decode()
+    assert 'fraud_alerts_written_total{detector="velocity",query="q"} 2.0' in scraped
+    assert timed.seconds["scrape"] > 0
