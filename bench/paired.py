@@ -23,7 +23,24 @@ def paired_cost(with_it: list[float], without: list[float], *, lower_is_better: 
     pairs = [(a, b) for a, b in zip(with_it, without) if a is not None and b is not None and a > 0 and b > 0]
     if not pairs:
         return {"pairs": 0}
-    costs = [100 * (a / b - 1) if lower_is_better else 100 * (1 - a / b) for a, b in pairs]
+    return summary([100 * (a / b - 1) if lower_is_better else 100 * (1 - a / b) for a, b in pairs], resamples, seed)
+
+
+def paired_share(part_with: list[float], part_without: list[float], totals: list[float],
+                 resamples: int = 5000, seed: int = 29) -> dict:
+    """What the feature adds to one part of the cost (the process its code runs in), in percent of the
+    whole: ``(part_with − part_without) / total`` per pair, summarized as ``paired_cost``."""
+    if not len(part_with) == len(part_without) == len(totals):
+        raise ValueError(f"paired runs needed: {len(part_with)}, {len(part_without)}, {len(totals)}")
+    triples = [(a, b, t) for a, b, t in zip(part_with, part_without, totals)
+               if a is not None and b is not None and t]
+    if not triples:
+        return {"pairs": 0}
+    return summary([100 * (a - b) / t for a, b, t in triples], resamples, seed)
+
+
+def summary(costs: list[float], resamples: int = 5000, seed: int = 29) -> dict:
+    """Median, extremes and a seeded percentile bootstrap of the median of per-pair costs (percent)."""
     rng = random.Random(seed)
     medians = sorted(statistics.median(rng.choices(costs, k=len(costs))) for _ in range(resamples))
     return {"pairs": len(costs), "per_pair_pct": [round(c, 2) for c in costs],
@@ -33,6 +50,6 @@ def paired_cost(with_it: list[float], without: list[float], *, lower_is_better: 
                          round(medians[int(0.975 * (resamples - 1))], 2)]}
 
 
-def per_thousand(seconds: float, rows: int) -> float | None:
-    """Seconds per 1,000 records (None without records)."""
-    return 1000 * seconds / rows if rows else None
+def per_thousand(seconds: float | None, rows: int) -> float | None:
+    """Seconds per 1,000 records (None without records or seconds)."""
+    return 1000 * seconds / rows if rows and seconds is not None else None

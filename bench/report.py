@@ -163,7 +163,9 @@ def markdown(results: dict) -> str:
             lines.append(f"| {r['name']} | {_f(r['tx_per_second'])} | {'—' if cpu is None else f'{cpu:.3f}'} | "
                          f"{'—' if code is None else f'{code:.3f}'} |")
         lines.append("")
-        for key, what in (("cpu_cost", "CPU per transaction"), ("throughput_cost", "throughput")):
+        for key, what in (("cpu_cost", "CPU per transaction (the whole process tree)"),
+                          ("driver_cpu_cost", "the driver's CPU per transaction, in percent of the tree's"),
+                          ("throughput_cost", "throughput")):
             c = met.get(key) or {}
             if c.get("pairs"):
                 lines.append(f"Cost in {what}: median {c['median_pct']}% over {c['pairs']} pairs (min {c['min_pct']}%, "

@@ -8,7 +8,7 @@ import json
 import pytest
 from prometheus_client import generate_latest
 
-from bench.paired import paired_cost, per_thousand
+from bench.paired import paired_cost, paired_share, per_thousand
 from bench.suites import metrics_cost
 from bench.timed_metrics import TimedRegistry, TimedSparkMetrics
 from spark_job.metrics import SparkMetrics
@@ -53,13 +53,23 @@ def test_a_pair_without_a_figure_is_left_out_and_unpaired_runs_are_an_error():
         paired_cost([1.0, 1.0], [1.0], lower_is_better=True)
 
 
+def test_a_part_s_extra_cost_is_a_share_of_the_whole_per_pair():
+    # the driver spends 0.02 and 0.01 s more per 1,000 records with the feature, of 1.0 and 0.5 s in all
+    got = paired_share([0.12, 0.06], [0.10, 0.05], [1.0, 0.5])
+    assert got["per_pair_pct"] == [2.0, 2.0] and got["median_pct"] == 2.0
+    assert paired_share([None], [0.1], [1.0]) == {"pairs": 0}
+    with pytest.raises(ValueError, match="paired runs needed"):
+        paired_share([0.1], [0.1], [])
+
+
 def test_per_thousand():
     assert per_thousand(3.0, 60_000) == 0.05
-    assert per_thousand(3.0, 0) is None
+    assert per_thousand(3.0, 0) is None and per_thousand(None, 10) is None
 
 
 def bench_run(name: str, tx: float, cpu: float, rows: int = 10_000, code: dict | None = None) -> dict:
-    run = {"name": name, "tx_per_second": tx, "cpu_s": cpu, "rows": rows}
+    run = {"name": name, "tx_per_second": tx, "cpu_s": cpu, "driver_cpu_s": 1.0 + (0.1 if code else 0),
+           "rows": rows}
     if code is not None:
         run.update(metrics_code_s=code, metrics_scrapes=2)
     return run
@@ -77,6 +87,8 @@ def test_the_benchmark_pairs_each_rounds_on_and_off_runs_whatever_their_order():
     assert got["cpu_cost"]["per_pair_pct"] == [1.0, 0.0]
     assert got["throughput_cost"]["per_pair_pct"] == [1.0, 0.0]
     assert got["cost_pct"] == 0.5
+    # the driver's extra 0.1 s in each on-run, of the off-runs' 10 and 20 CPU seconds
+    assert got["driver_cpu_cost"]["per_pair_pct"] == [1.0, 0.5]
     assert got["rounds_left_out"] == 2
     # inside metrics code: 0.08 s of the on-runs' 30.1 CPU seconds, over their 20,000 transactions
     assert got["metrics_code"]["seconds"]["writer_rows"] == 0.04
