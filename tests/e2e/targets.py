@@ -217,7 +217,9 @@ def run_compose(settings: Settings, out: Path, say: Say) -> DiamondRun:
                     lambda labels: faults.watch(group.start("producer", traffic.simulate_args(labels), env)),
                     faults, say)
     run.compose = {"faults": faults.done, **compose_containers()}
+    asked = time.monotonic()
     run.metrics = _observability(settings, compose_prometheus_url(settings), from_prometheus=True)
+    run.timings["prometheus_checks"] = time.monotonic() - asked
     run.pan_findings += scan_paths([out])
     run.scanned["files"] = sum(1 for f in out.rglob("*") if f.is_file())
     logs, error = compose_logs()
