@@ -118,12 +118,17 @@ bench-producer: up ## simulator vs raw kafka-python producer throughput -> artif
 # Every target starts the engine when none runs (root; one line saying why not otherwise) and builds
 # the compose plugin when the CLI has none. COMPOSE_IMAGES=official|local|auto (auto: the official
 # images when they are here or a registry answers, else images built here from Debian; docs/deployment.md).
-.PHONY: docker-engine compose-images compose-up compose-down e2e-compose
+.PHONY: docker-engine compose-images compose-up compose-down e2e-compose e2e-compose-cluster
 COMPOSE := deploy/docker/compose.sh
 # Host ports of the compose stack for host-side clients (the compose file's defaults).
 COMPOSE_HOST_ENV = FRAUD_KAFKA_BOOTSTRAP=127.0.0.1:$${KAFKA_HOST_PORT:-29092} \
 	FRAUD_REDIS_URL=redis://127.0.0.1:$${REDIS_HOST_PORT:-26379}/0 \
-	FRAUD_DASHBOARD_HOST=127.0.0.1 FRAUD_DASHBOARD_PORT=$${DASHBOARD_HOST_PORT:-18765}
+	FRAUD_DASHBOARD_HOST=127.0.0.1 FRAUD_DASHBOARD_PORT=$${DASHBOARD_HOST_PORT:-18765} \
+	FRAUD_PROMETHEUS_PORT=$${PROMETHEUS_HOST_PORT:-19090}
+# The `cluster` profile's: its three brokers' published ports, and its Redis.
+COMPOSE_CLUSTER_HOST_ENV = FRAUD_KAFKA_BOOTSTRAP=127.0.0.1:$${KAFKA_1_HOST_PORT:-29192},127.0.0.1:$${KAFKA_2_HOST_PORT:-29193},127.0.0.1:$${KAFKA_3_HOST_PORT:-29194} \
+	FRAUD_REDIS_URL=redis://127.0.0.1:$${REDIS_HOST_PORT:-26379}/0 FRAUD_REPLICATION_FACTOR=3
+COMPOSE_CLUSTER_SERVICES := redis kafka-1 kafka-2 kafka-3 cluster-topics spark-master spark-worker-1 spark-worker-2 detectors-cluster
 docker-engine: ## start dockerd when no Docker engine answers (root); `make compose-down` stops only one started here
 	@deploy/docker/engine.sh start
 compose-images: docker-engine ## build the compose stack's images (first run on Debian-built images: ~15 min, then cached)
@@ -132,10 +137,15 @@ compose-images: docker-engine ## build the compose stack's images (first run on 
 	COMPOSE_PARALLEL_LIMIT=1 nice -n 10 $(COMPOSE) build   # one at a time: the dashboard reuses the app image's layers
 compose-up: compose-images ## the whole diamond in containers: Kafka, Redis, topics, a model, services; returns when healthy
 	$(COMPOSE) up -d --wait --wait-timeout 900
-compose-down: ## stop the compose stack, delete its volumes, stop a dockerd that make docker-engine started
-	@if deploy/docker/engine.sh status | grep -q 'engine: running'; then $(COMPOSE) down -v --remove-orphans; fi
+compose-down: ## stop the compose stack (every profile), delete its volumes, stop a dockerd that make docker-engine started
+	@if deploy/docker/engine.sh status | grep -q 'engine: running'; then $(COMPOSE) --profile '*' down -v --remove-orphans; fi
 	@deploy/docker/engine.sh stop
-e2e-compose: venv ## the end-to-end suite against the compose stack: builds, starts, tests, tears down (also on failure)
-	@trap '$(MAKE) --no-print-directory compose-down' EXIT; \
+e2e-compose: venv ## the end-to-end suite against the compose stack and its Prometheus (`monitoring` profile): builds, starts, tests, tears down (also on failure)
+	@trap '$(MAKE) --no-print-directory compose-down' EXIT; export COMPOSE_PROFILES=monitoring; \
 	$(MAKE) --no-print-directory compose-up || { $(COMPOSE) logs --no-color --tail 40; exit 1; }; \
 	FRAUD_E2E_TARGET=compose $(COMPOSE_HOST_ENV) $(PYTEST) -m e2e tests
+e2e-compose-cluster: venv ## the compose `cluster` profile: builds, starts, a labelled stream while a broker is SIGKILLed, exactly-once count, tears down (not in make test; docs/cluster.md)
+	@trap '$(MAKE) --no-print-directory compose-down' EXIT; export COMPOSE_PROFILES=cluster; \
+	$(MAKE) --no-print-directory compose-images && \
+	{ $(COMPOSE) up -d --wait --wait-timeout 900 $(COMPOSE_CLUSTER_SERVICES) || { $(COMPOSE) logs --no-color --tail 40; exit 1; }; } && \
+	FRAUD_E2E_TARGET=compose-cluster FRAUD_CLUSTER_TESTS=1 $(COMPOSE_CLUSTER_HOST_ENV) $(PYTEST) -s tests/cluster/test_compose_cluster.py

@@ -537,12 +537,9 @@ class PrometheusServer(Service):
 
     def targets_health(self) -> dict[str, str]:
         """Each scrape target's job and health (``/api/v1/targets``): ``{job: "up"|"down"|"unknown"}``."""
-        import json
-        import urllib.request
+        from deploy.prometheus_api import targets_health
 
-        with urllib.request.urlopen(self.url + "api/v1/targets", timeout=5) as response:
-            active = json.load(response)["data"]["activeTargets"]
-        return {target["labels"]["job"]: target["health"] for target in active}
+        return targets_health(self.url)
 
 
 # --------------------------------------------------------------------------------------------

@@ -72,11 +72,20 @@ def install(app, service: str, topic: str) -> None:
             log.warning("metrics: cannot read the consumer lag: %s", error)
 
 
+def declare_zero(service: str) -> None:
+    """The service's retry and Redis error series at 0 from the start: a labelled counter has no series
+    until its first increment, and a Prometheus that never saw one has no such metric to graph or alert on."""
+    for system in ("redis", "kafka"):
+        RETRIES.labels(service, system)
+    REDIS_ERRORS.labels(service)
+
+
 def serve(settings, service: str, port: int):
     """Start ``/metrics`` for ``service`` on ``FRAUD_METRICS_HOST:port`` unless metrics are off."""
     from common.metrics_http import serve_metrics
 
     current["service"] = service
+    declare_zero(service)
     if not settings.metrics_enabled:
         return None
     return serve_metrics(REGISTRY, settings.metrics_host, port, service)

@@ -110,6 +110,7 @@ class SparkMetrics:
     # -- the progress listener: once per micro-batch ------------------------------------------------
     def record(self, progress: dict, summary: dict) -> None:
         query = summary.get("name") or "unnamed"
+        self.restarts.labels(query)        # 0 from its first batch: Prometheus has the series before a restart
         self.input_rows.labels(query).inc(summary.get("input_rows") or 0)
         self.invalid.labels(query).inc(summary.get("invalid_records") or 0)
         self.late_rows.labels(query).inc(summary.get("rows_dropped_by_watermark") or 0)

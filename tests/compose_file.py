@@ -40,15 +40,16 @@ def env_file(path=LOCAL_IMAGES_ENV) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and not line.startswith("#"))
 
 
-def declared_services(environ: dict[str, str] | None = None) -> dict[str, dict]:
+def declared_services(environ: dict[str, str] | None = None, active: set[str] | None = None) -> dict[str, dict]:
     """{service: {"image", "command", "environment"}} of the services a plain ``up`` starts (no profile),
-    the file read with ``environ``'s values of its variables. A string command is split as compose does."""
+    or of the ``active`` ones (what ``config --services`` lists with the profiles a run enabled), the file
+    read with ``environ``'s values of its variables. A string command is split as compose does."""
     import yaml
 
     services = interpolate(yaml.safe_load(COMPOSE_FILE.read_text()), environ)["services"]
     declared = {}
     for name, service in services.items():
-        if service.get("profiles"):
+        if (name not in active) if active is not None else service.get("profiles"):
             continue
         command = service.get("command")
         env = service.get("environment") or {}

@@ -569,17 +569,22 @@ class ChaosRun:
         return self.diamond.env
 
     def _expected_alert_ids(self, transactions: list[dict], labels_path: Path) -> set[str]:
-        """The detectors' static backtest (``python -m detectors backtest``) of exactly these transactions."""
-        folder = self.out / "backtest"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "transactions.jsonl"
-        path.write_text("".join(json.dumps(t) + "\n" for t in transactions))
-        result = subprocess.run([sys.executable, "-m", "detectors", "backtest", *self.plan.detectors, "--transactions", str(path),
-                                 "--labels", str(labels_path), "--out", str(folder)], cwd=REPO_ROOT,
-                                env=self.backtest_env(), capture_output=True, text=True, timeout=1800)
-        if result.returncode != 0:
-            raise RuntimeError(f"the backtest failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
-        return {json.loads(line)["alert_id"] for line in (folder / "alerts.jsonl").read_text().splitlines()}
+        return expected_alert_ids(transactions, labels_path, self.out / "backtest", self.plan.detectors,
+                                  self.backtest_env())
+
+
+def expected_alert_ids(transactions: list[dict], labels_path: Path, folder: Path, detectors: tuple[str, ...],
+                       env: dict[str, str]) -> set[str]:
+    """The detectors' static backtest (``python -m detectors backtest``) of exactly these transactions."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "transactions.jsonl"
+    path.write_text("".join(json.dumps(t) + "\n" for t in transactions))
+    result = subprocess.run([sys.executable, "-m", "detectors", "backtest", *detectors, "--transactions", str(path),
+                             "--labels", str(labels_path), "--out", str(folder)], cwd=REPO_ROOT,
+                            env=env, capture_output=True, text=True, timeout=1800)
+    if result.returncode != 0:
+        raise RuntimeError(f"the backtest failed:\n{result.stdout[-2000:]}\n{result.stderr[-3000:]}")
+    return {json.loads(line)["alert_id"] for line in (folder / "alerts.jsonl").read_text().splitlines()}
 
 
 class _TopicTail:

@@ -71,6 +71,7 @@ class DiamondRun:
     timings: dict = field(default_factory=dict)      # seconds per phase
     local: dict = field(default_factory=dict)        # local target only: report, leftovers, messages
     compose: dict = field(default_factory=dict)      # compose target only: faults, containers as inspected
+    metrics: dict = field(default_factory=dict)      # Prometheus's targets and the metric names seen
 
     def mine(self, card_id: str) -> bool:
         return card_id.startswith(self.traffic.id_prefix)

@@ -85,7 +85,7 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
                 run = drive("local", diamond.settings, traffic, out, diamond.publish, diamond.check_services, say)
                 report = write_report(out, diamond.settings, out / "labels.jsonl", monitor, traffic,
                                       traffic_started, wall_seconds=time.monotonic() - started)
-                observed = _observability(diamond.settings, prometheus)
+                observed = _observability(diamond.settings, prometheus and prometheus.url)
             finally:
                 monitor.stop()
                 if prometheus is not None:
@@ -93,8 +93,8 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
                     shutil.rmtree(prometheus.settings.run_dir, ignore_errors=True)
         stopping = time.monotonic()
         run.timings = {"services_up": services_up, **run.timings}
-        run.local = {"report": report, "out": out, "leftovers": diamond.leftovers, "messages": messages,
-                     **observed}
+        run.local = {"report": report, "out": out, "leftovers": diamond.leftovers, "messages": messages}
+        run.metrics = observed
         files = [diamond.settings.run_dir, out]
         run.pan_findings += scan_paths(files)
         run.scanned["files"] = sum(1 for path in files for f in path.rglob("*") if f.is_file())
@@ -143,22 +143,39 @@ def _start_prometheus(settings: Settings, say: Say):
     return prometheus
 
 
-def _observability(settings: Settings, prometheus) -> dict:
-    """What Prometheus says of its targets once they all had time to be scraped (None without one), and
-    the metric names each service exposes."""
+def _observability(settings: Settings, prometheus_url: str | None, from_prometheus: bool = False) -> dict:
+    """What Prometheus at ``prometheus_url`` says of its targets once they all had time to be scraped (None
+    without one), and the metric names: those each service exposes, or (``from_prometheus``) those
+    Prometheus has scraped, once they include every name the Grafana dashboard queries."""
     from common.metrics_http import metrics_targets
-    from tests.metrics_scrape import exposed_names
+    from deploy.prometheus_api import metric_names, targets_health
+    from tests.metrics_scrape import dashboard_metric_names, exposed_names
+
+    def asked(question):
+        try:
+            return question(prometheus_url)
+        except OSError:                                # not answering (yet)
+            return None
 
     health = None
-    if prometheus is not None:
+    if prometheus_url is not None:
         want = {job: "up" for job in metrics_targets(settings)}
         try:
-            health = wait_until(lambda: h if (h := prometheus.targets_health()) == want else None, 60,
+            health = wait_until(lambda: h if (h := asked(targets_health)) == want else None, 60,
                                 "Prometheus to find every target up")
         except TimeoutError:
-            health = prometheus.targets_health()
-    names = {job: exposed_names(target) for job, target in metrics_targets(settings).items()}
-    return {"prometheus_targets": health, "metric_names": names}
+            health = asked(targets_health)
+    if not from_prometheus:
+        names = {job: exposed_names(target) for job, target in metrics_targets(settings).items()}
+    else:
+        used = dashboard_metric_names()
+        try:                                           # a scrape interval or two after the last fault
+            scraped = wait_until(lambda: n if (n := asked(metric_names)) and used <= n else None, 60,
+                                 "Prometheus to hold every metric the dashboard queries")
+        except TimeoutError:
+            scraped = asked(metric_names) or set()
+        names = {"prometheus": scraped}
+    return {"prometheus_url": prometheus_url, "prometheus_targets": health, "metric_names": names}
 
 
 def _free_port() -> int:
@@ -200,6 +217,9 @@ def run_compose(settings: Settings, out: Path, say: Say) -> DiamondRun:
                     lambda labels: faults.watch(group.start("producer", traffic.simulate_args(labels), env)),
                     faults, say)
     run.compose = {"faults": faults.done, **compose_containers()}
+    asked = time.monotonic()
+    run.metrics = _observability(settings, compose_prometheus_url(settings), from_prometheus=True)
+    run.timings["prometheus_checks"] = time.monotonic() - asked
     run.pan_findings += scan_paths([out])
     run.scanned["files"] = sum(1 for f in out.rglob("*") if f.is_file())
     logs, error = compose_logs()
@@ -207,6 +227,12 @@ def run_compose(settings: Settings, out: Path, say: Say) -> DiamondRun:
     run.scanned["log_error"] = error
     run.pan_findings += scan_bytes(logs or b"", "docker compose logs")
     return run
+
+
+def compose_prometheus_url(settings: Settings) -> str:
+    """The `monitoring` profile's Prometheus through its published port (FRAUD_PROMETHEUS_PORT, which
+    ``make e2e-compose`` sets to PROMETHEUS_HOST_PORT)."""
+    return f"http://127.0.0.1:{settings.prometheus_port}/"
 
 
 def check_compose_reachable(settings: Settings) -> None:
@@ -311,7 +337,10 @@ def compose_containers() -> dict:
     images = {c["Config"]["Image"] for c in containers}
     image_env = {tag: image["Config"]["Env"] or [] for image in json.loads(docker("image", "inspect", *images))
                  for tag in image["RepoTags"] or [image["Id"]]}
+    # The services of the profiles the stack was started with (make e2e-compose: `monitoring`), as compose
+    # itself lists them (compose.sh runs `prometheus` alone where no Grafana image can be had).
     return {"containers": containers, "image_env": image_env,
+            "active_services": compose("config", "--services").split(),
             "image_choice": subprocess.run([str(COMPOSE), "which-images"], cwd=REPO_ROOT, capture_output=True,
                                            text=True, timeout=60).stdout.strip()}
 

@@ -25,7 +25,7 @@ def _declared(run) -> dict[str, dict]:
     local-images.env when the locally built images were chosen (compose: the shell wins)."""
     environ = env_file() if run.compose["image_choice"] == "local" else {}
     environ.update({name: os.environ[name] for name in variables() if name in os.environ})
-    return declared_services(environ)
+    return declared_services(environ, set(run.compose["active_services"]))
 
 
 def test_the_stack_ran_exactly_the_services_commands_and_environment_the_compose_file_declares(compose_run):

@@ -26,17 +26,3 @@ def test_every_process_the_run_started_is_stopped(local_run):
     assert local_run.local["leftovers"] == []
     assert "all processes stopped" in local_run.local["messages"]
 
-
-def test_prometheus_scraped_every_service_of_the_run(local_run):
-    health = local_run.local["prometheus_targets"]
-    if health is None:
-        pytest.skip("no prometheus binary and none can be had from Debian's packages here")
-    assert health == {"detectors": "up", "enricher": "up", "cases": "up"}
-
-
-def test_the_grafana_dashboard_names_only_metrics_the_services_expose(local_run):
-    from tests.metrics_scrape import dashboard_metric_names
-
-    exposed = set().union(*local_run.local["metric_names"].values())
-    used = dashboard_metric_names()
-    assert used <= exposed, f"the dashboard queries metrics no service exposed: {sorted(used - exposed)}"

@@ -82,7 +82,10 @@ def test_the_cluster_profile_adds_three_brokers_a_spark_master_two_workers_and_t
     job = services["detectors-cluster"]
     assert job["environment"]["FRAUD_SPARK_MASTER"] == "spark://spark-master:7077"
     assert job["depends_on"]["cluster-topics"]["condition"] == "service_completed_successfully"
-    assert not any(services[name].get("ports") for name in cluster)
+    # Only the brokers publish a port (their EXTERNAL listener, for host-side clients), on 127.0.0.1.
+    published = {name: [(p["host_ip"], p["published"]) for p in services[name].get("ports") or []] for name in cluster}
+    assert published == {name: [("127.0.0.1", str(29191 + int(name[-1])))] if name.startswith("kafka-") else []
+                         for name in cluster}
 
 
 @pytest.mark.parametrize("profile, monitoring", [("monitoring", {"prometheus", "grafana"}), ("prometheus", {"prometheus"})])

@@ -505,13 +505,16 @@ def test_the_cluster_profile_is_three_replicating_brokers_a_spark_master_two_wor
         env = environment(services[f"kafka-{n}"])
         assert env["KAFKA_NODE_ID"] == str(n)
         assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@kafka-1:9093,2@kafka-2:9093,3@kafka-3:9093"
-        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"INTERNAL://kafka-{n}:9092"
+        # EXTERNAL: a published port of its own on 127.0.0.1 for host-side clients (make e2e-compose-cluster)
+        port = 29191 + n                                  # KAFKA_<n>_HOST_PORT's default
+        assert env["KAFKA_ADVERTISED_LISTENERS"] == f"INTERNAL://kafka-{n}:9092,EXTERNAL://127.0.0.1:{port}"
+        assert env["KAFKA_LISTENERS"] == "INTERNAL://:9092,EXTERNAL://:29092,CONTROLLER://:9093"
+        assert services[f"kafka-{n}"]["ports"] == [f"127.0.0.1:{port}:29092"]
         differ = {p: (v, env.get(kafka_env_name(p))) for p, v in local.items()
                   if p not in {"process.roles", "inter.broker.listener.name", "controller.listener.names",
                                "listener.security.protocol.map"} and env.get(kafka_env_name(p)) != v}
         assert not differ, f"kafka-{n} differs from deploy/config/kafka-cluster.properties: {differ}"
         assert f"kafka-{n}-data:/var/lib/kafka/data" in services[f"kafka-{n}"]["volumes"]
-        assert not services[f"kafka-{n}"].get("ports")
     assert "org.apache.spark.deploy.master.Master" in services["spark-master"]["command"][-1]
     for n in (1, 2):
         command = services[f"spark-worker-{n}"]["command"][-1]
@@ -525,3 +528,5 @@ def test_the_cluster_profile_is_three_replicating_brokers_a_spark_master_two_wor
     shared = job["FRAUD_CHECKPOINT_ROOT"].removeprefix("file://")
     for name in ("detectors-cluster", "spark-worker-1", "spark-worker-2"):
         assert f"cluster-checkpoints:{shared}" in services[name]["volumes"], name
+    # A named volume mounted where the image has no folder is root's: the app user could not write there.
+    assert shared in re.findall(r"/var/lib/fraud/[a-z-]+", DOCKERFILE.read_text().split("chown -R fraud:fraud")[0]), shared

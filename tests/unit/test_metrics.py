@@ -168,7 +168,29 @@ def test_restarts_are_counted_per_query():
     assert scrape(metrics.registry)[("fraud_spark_query_restarts_total", (("query", "detectors-ml"),))] == 2
 
 
+def test_a_query_shows_zero_restarts_from_its_first_batch():
+    """So the compose Prometheus holds fraud_spark_query_restarts_total (the Grafana dashboard graphs it)."""
+    from spark_job.progress import summarize_progress
+
+    metrics = SparkMetrics()
+    event = progress()
+    metrics.record(event, summarize_progress(event))
+    assert scrape(metrics.registry)[("fraud_spark_query_restarts_total", (("query", "detectors-rules"),))] == 0
+
+
 # --- the services -------------------------------------------------------------------------------
+
+def test_a_service_shows_zero_retries_and_redis_errors_from_its_start():
+    """So the compose Prometheus holds the series the Grafana dashboard graphs before any failure."""
+    from prometheus_client import REGISTRY
+
+    from services import metrics
+
+    metrics.declare_zero("test-zero")
+    got = scrape(REGISTRY)
+    assert got[("fraud_service_retries_total", (("service", "test-zero"), ("system", "redis")))] == 0
+    assert got[("fraud_service_retries_total", (("service", "test-zero"), ("system", "kafka")))] == 0
+    assert got[("fraud_service_redis_errors_total", (("service", "test-zero"),))] == 0
 
 def test_retries_are_counted_by_system_and_redis_ones_as_redis_errors(monkeypatch):
     from prometheus_client import REGISTRY
