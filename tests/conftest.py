@@ -109,6 +109,29 @@ def no_streaming_query_left_running(request):
     assert not active, f"the test left streaming queries running: {[q.name or str(q.id) for q in active]}"
 
 
+def _kafka_producer_threads() -> set[str]:
+    import threading
+
+    return {t.name for t in threading.enumerate()
+            if t.name.startswith("kafka-python-producer-") and t.name.endswith("-network-thread")}
+
+
+@pytest.fixture(autouse=True)
+def no_kafka_producer_left_open():
+    """A producer a test leaves open keeps its network thread for the rest of the session, and once the
+    test's topics are deleted it refreshes their metadata in a loop: 21 of them took more than one of
+    the two cores in a whole run (docs/performance.md, "How long the tests take"). Fail the test."""
+    from common.waiting import wait_until
+
+    before = _kafka_producer_threads()
+    yield
+    try:   # a stopped query's writer closes on Spark's listener bus, a moment after the stop
+        wait_until(lambda: not (_kafka_producer_threads() - before), 30, "the test's Kafka producers to close")
+    except TimeoutError:
+        pytest.fail(f"the test left Kafka producers open: {sorted(_kafka_producer_threads() - before)}",
+                    pytrace=False)
+
+
 @pytest.fixture
 def private_broker(settings, tmp_path_factory):
     """A second, throw-away Kafka broker on its own ports and data folder, for tests that stop,

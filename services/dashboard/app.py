@@ -14,6 +14,7 @@ inline. Only requests naming the dashboard by an allowed host are answered (``ho
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Iterable
@@ -111,6 +112,11 @@ def make_web_app(redis, keys: RedisKeys, allowed_hosts: Iterable[str] = LOOPBACK
     app.router.add_get("/healthz", healthz)
     if publish_verdict is not None:
         app.router.add_post("/api/verdicts", verdict_handler(redis, keys, allowed_hosts, publish_verdict))
+        close = getattr(publish_verdict, "close", None)
+        if close is not None:        # its Kafka producer goes with the app (aiohttp's cleanup)
+            async def close_publisher(_app: web.Application) -> None:
+                await asyncio.get_running_loop().run_in_executor(None, close)
+            app.on_cleanup.append(close_publisher)
 
     async def close_redis(_app):
         await redis.aclose()

@@ -55,6 +55,11 @@ class KafkaVerdicts:
         self.producer.send(self.settings.topic_verdicts, key=record["case_id"].encode(),
                            value=json_bytes(record)).get(timeout=30)
 
+    def close(self) -> None:
+        if self.producer is not None:
+            self.producer.close(timeout=10)
+            self.producer = None
+
 
 def verdict_handler(redis, keys: RedisKeys, names: Iterable[str], publish: Publish):
     allowed = frozenset(names)

@@ -56,6 +56,7 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
         supervisor.join(timeout=60)
         for query in job.running.values():
             query.stop()
+        producer.close()
     expected = sorted(alert_id("big_amount", [v["txn_id"]]) for v in (*values, later) if v["amount"] >= 900)
     assert sorted(a["alert_id"] for a in got) == expected          # each exactly once
     assert "a bug that amount" in error                            # alone, it fails on the same record

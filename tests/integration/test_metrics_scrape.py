@@ -105,6 +105,7 @@ def test_every_service_serves_metrics_that_agree_with_the_run(stack, topics, spa
             spark.streams.removeListener(listener.listener)
             server.shutdown()
             server.server_close()
+            producer.close()
         for name in ("enricher", "cases"):
             assert group.children[name].running(), group.children[name].tail()
 

@@ -30,6 +30,7 @@ def test_alerts_and_dead_letters_arrive_once_each_in_a_fault_free_run(stack, top
     producer.send(s.topic_transactions, key="card-x", value=b"{not json")
     producer.send(s.topic_transactions, key="card-00001", value=encode(txn(1000, card="card-00001", amount=-5)))
     producer.flush()
+    producer.close()
 
     queries = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(checkpoint_root=tmp_path, shared=shared))
     try:
@@ -64,6 +65,7 @@ def test_a_checkpoint_root_given_as_a_uri_holds_the_checkpoints(stack, topics, s
         value = txn(i, amount=950.0, merchant=f"m-{i}")
         producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
     producer.flush()
+    producer.close()
 
     [query] = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(with_dlq=False))
     try:
@@ -93,6 +95,7 @@ def test_stateful_detectors_of_a_shared_query_read_one_exchange_and_all_get_the_
     for value in swipes + burst + [tick]:
         producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
     producer.flush()
+    producer.close()
 
     detectors = [registry.get("double_swipe"), registry.get("velocity")]
     [query] = start_detectors(spark, detectors, s, RunOptions(checkpoint_root=tmp_path, shared=True))

@@ -153,8 +153,9 @@ def test_each_component_is_denied_outside_its_acls_and_allowed_inside(secure_bro
     writer = make_producer(detectors_user, transactional_id=f"fraud-writer.{s.topic_alerts}.rules")
     writer.init_transactions()
     writer.close()
-    assert denied(lambda: make_producer(detectors_user, transactional_id="someone-else").init_transactions()) \
-        == "TransactionalIdAuthorizationFailedError"
+    stranger_id = make_producer(detectors_user, transactional_id="someone-else")
+    assert denied(stranger_id.init_transactions) == "TransactionalIdAuthorizationFailedError"
+    stranger_id.close()
     job_producer = make_producer(detectors_user)
     assert denied(lambda: job_producer.send(s.topic_transactions, value=b"{}").get(30)) \
         == "TopicAuthorizationFailedError"

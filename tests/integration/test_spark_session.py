@@ -97,6 +97,7 @@ def test_a_compiled_micro_batch_reuses_the_classes_of_the_one_before(stack, topi
             per_round.append(compilations.getCount() - before)
     finally:
         query.stop()
+        producer.close()
     # Measured: [144, 11, 11, 11, 20, 13] (20: a round read in two batches); with Spark's default of 100
     # entries [146, 120, 118, 121, 134, 126].
     first = per_round[0]
