@@ -70,16 +70,15 @@ class TimedTally(BatchTally):
         finally:
             self.metrics.add("writer_rows", spent)
 
-    def committed(self) -> None:
+    def _timed_commit(self, end) -> None:
         started = time.perf_counter()
         try:
-            super().committed()
+            end()
         finally:
             self.metrics.add("writer_commit", time.perf_counter() - started)
 
+    def committed(self) -> None:
+        self._timed_commit(super().committed)
+
     def aborted(self) -> None:
-        started = time.perf_counter()
-        try:
-            super().aborted()
-        finally:
-            self.metrics.add("writer_commit", time.perf_counter() - started)
+        self._timed_commit(super().aborted)
