@@ -34,12 +34,6 @@ def close_when_query_ends(spark, query, writer) -> None:
         _run_terminated(str(query.runId))
 
 
-def open_writers() -> int:
-    """How many writers of queries still running this process holds (for tests)."""
-    with _lock:
-        return len(_writers)
-
-
 def _run_terminated(run_id: str) -> None:
     with _lock:
         writer = _writers.pop(run_id, None)
