@@ -13,6 +13,7 @@ offsets each query has read up to.
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -41,9 +42,11 @@ class PipelineMonitor(threading.Thread):
         self.alerts: list[dict] = []
         self.latencies: list[float] = []                       # committed, every detector
         self.committed_by_detector: dict[str, list[float]] = {}
+        self.ingested_by_detector: dict[str, list[float]] = {}   # beside committed_by_detector: when each came in
         self.written_by_detector: dict[str, list[float]] = {}
         self.last_alert_at: float | None = None
         self.last_transaction_at: float | None = None          # the traffic's, not the drain's ticks
+        self.first_transaction_at: float | None = None
         self.lag_samples: list[tuple[float, int]] = []          # (wall time, the largest lag of any query)
         self.first_alert_at: float | None = None
         self._rate_window: deque[tuple[float, int]] = deque(maxlen=20)
@@ -84,6 +87,8 @@ class PipelineMonitor(threading.Thread):
             self.ingested_at[txn_id] = record.timestamp / 1000
             if not str(txn_id).startswith("tick-"):
                 self.last_transaction_at = max(self.last_transaction_at or 0.0, record.timestamp / 1000)
+                self.first_transaction_at = min(math.inf if self.first_transaction_at is None
+                                                else self.first_transaction_at, record.timestamp / 1000)
 
     def _alerts(self, records) -> list[dict]:
         fresh = []
@@ -106,6 +111,7 @@ class PipelineMonitor(threading.Thread):
             return False
         self.latencies.append(received - ingested)
         self.committed_by_detector.setdefault(alert["detector"], []).append(received - ingested)
+        self.ingested_by_detector.setdefault(alert["detector"], []).append(ingested)
         self.written_by_detector.setdefault(alert["detector"], []).append(_parse_time(alert["detected_at"]) - ingested)
         self.last_alert_at = received
         return True
@@ -125,6 +131,15 @@ class PipelineMonitor(threading.Thread):
         with self.lock:
             self.lag_samples.append((now, max(0, end - min(read))))
 
+    def _second_half(self, detector: str) -> list[float]:
+        """Latencies of the alerts whose transaction came in the second half of the traffic: the detector
+        job starts with the traffic, and its JVM compiles its hot code during the first minute."""
+        if self.first_transaction_at is None or self.last_transaction_at is None:
+            return []
+        middle = (self.first_transaction_at + self.last_transaction_at) / 2
+        return [latency for latency, ingested in zip(self.committed_by_detector[detector],
+                                                     self.ingested_by_detector[detector]) if ingested >= middle]
+
     def stop(self) -> None:
         self.stopped.set()
         if self.is_alive():
@@ -137,6 +152,7 @@ class PipelineMonitor(threading.Thread):
             if len(window) >= 2 and window[-1][0] > window[0][0]:
                 rate = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
             by_detector = {name: {"p50": quantile(values, 0.5), "p99": quantile(values, 0.99),
+                                  "second_half_p99": quantile(self._second_half(name), 0.99),
                                   "written_p99": quantile(self.written_by_detector[name], 0.99),
                                   "count": len(values)}
                            for name, values in sorted(self.committed_by_detector.items())}

@@ -169,9 +169,12 @@ class StagedBatch:
         self.staged = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
         stats = observed._jdf.queryExecution().observedMetrics().get("writer_rows").get()
         rows, total, largest = (stats.getAs(name) for name in ("rows", "bytes", "largest"))
+        self.empty = rows == 0
         self.pieces = fetch_partitions(rows, total or 0, largest or 0, max_bytes)
 
     def rows(self) -> Iterator[tuple]:
+        if self.empty:    # every batch after the traffic: no second Spark job to fetch nothing
+            return
         source = self.staged.coalesce(1) if self.pieces == 1 else self.staged.repartition(self.pieces)
         for row in source.toLocalIterator(prefetchPartitions=False):
             yield row.kind, row.topic, row.key, row.value

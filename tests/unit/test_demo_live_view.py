@@ -3,6 +3,10 @@ relayed from its log, line by line."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from demo.__main__ import PLAIN_LINE_EVERY_S, Every
 from demo.diamond import TRAIN_QUICK, LogLines, is_training_progress
 from models.__main__ import _parser as models_parser
@@ -38,3 +42,26 @@ def test_training_progress_is_relayed_from_the_log_as_it_grows(tmp_path):
     assert LogLines(tmp_path / "absent.log").new_lines() == []
     lines = ["[0/4] simulating", "some warning", "registered x as v1"]
     assert [line for line in lines if is_training_progress(line)] == ["[0/4] simulating", "registered x as v1"]
+
+
+def test_the_second_half_latency_counts_the_alerts_of_transactions_after_the_traffic_midpoint():
+    from types import SimpleNamespace
+
+    from common.settings import get_settings
+    from demo.monitor import PipelineMonitor
+    from tests.builders import at, make_alert
+
+    monitor = PipelineMonitor(get_settings())
+    # Transactions entering Kafka at 0..100 s (record timestamps in ms); a tick does not count as traffic.
+    records = [SimpleNamespace(value=json.dumps({"txn_id": f"t{s}"}).encode(), timestamp=s * 1000)
+               for s in range(0, 101, 10)]
+    records.append(SimpleNamespace(value=json.dumps({"txn_id": "tick-1"}).encode(), timestamp=500_000))
+    monitor._transactions(records)
+    # Early alerts are slow (a cold JVM), late ones quick.
+    for second, latency in ((0, 30.0), (20, 25.0), (40, 20.0), (50, 2.0), (70, 1.5), (90, 1.0)):
+        alert = make_alert("card-1", [f"t{second}"], ingested_at=at(second))
+        alert.pop("ingested_at")
+        assert monitor._latency(alert, second + latency)
+    figures = monitor.snapshot()["latency_by_detector"]["double_swipe"]
+    assert figures["count"] == 6 and figures["p99"] > 25
+    assert figures["second_half_p99"] == pytest.approx(2.0, abs=0.05)
