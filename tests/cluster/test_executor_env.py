@@ -20,15 +20,21 @@ PROBE = Path(__file__).with_name("executor_probe.py")
 JOB = str(REPO_ROOT / "spark_job" / "__main__.py")
 
 
-def submit_probe(settings) -> tuple[list[dict], str]:
-    """The probe submitted as ``cluster-submit`` submits the job; its reports and the command line."""
+def run_probe(settings, replace: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """The probe submitted as ``cluster-submit`` submits the job (``replace``: parts of the command swapped)."""
     from deploy import cluster
 
     cmd = cluster.submit_command(settings, [])
     cmd[cmd.index(JOB)] = str(PROBE)
+    cmd = [(replace or {}).get(part, part) for part in cmd]
     env = {**cluster.spark_env(settings), **cluster.cluster_settings(settings).to_env()}
     say("$ " + " ".join(cmd))
-    result = subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(cmd, env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600), cmd
+
+
+def submit_probe(settings) -> tuple[list[dict], str]:
+    """The probe's reports and the command line."""
+    result, cmd = run_probe(settings)
     lines = [line for line in result.stdout.splitlines() if line.startswith("EXECUTORS ")]
     assert result.returncode == 0 and lines, f"the probe failed ({result.returncode}):\n{result.stderr[-4000:]}"
     return json.loads(lines[-1].removeprefix("EXECUTORS ")), " ".join(cmd)
@@ -63,3 +69,14 @@ def test_the_executors_import_the_project_from_the_shipped_zip_only(reports):
 def test_the_python_workers_start_from_the_projects_daemon_module(reports):
     found, _ = reports
     assert all(report["daemon_module_ran"] for report in found), found
+
+
+def test_without_the_code_zip_on_their_path_the_python_workers_fail_naming_the_daemon_module(reports, local_cluster):
+    # The daemon module is imported before any task adds the --py-files: with the zip off the workers'
+    # PYTHONPATH the application fails, and says why; nothing falls back to another daemon or interpreter.
+    result, _ = run_probe(local_cluster, {"spark.executorEnv.PYTHONPATH=fraud_detection_app.zip":
+                                          "spark.executorEnv.PYTHONPATH=not-the-code.zip"})
+    assert result.returncode != 0
+    assert "EXECUTORS " not in result.stdout
+    assert "common.pyspark_daemon" in result.stderr and "No module named 'common'" in result.stderr, \
+        result.stderr[-3000:]
