@@ -5,8 +5,9 @@ local stack (the broker's Maven jars; pyspark's own ``spark-class`` for the Spar
 and creates the project's topics with replication factor 3 (``min.insync.replicas=2``, the brokers'
 default). ``cluster-env`` prints the variables that point every command at it; ``cluster-submit``
 submits the detector job to the master with ``spark-submit`` the way a user submits it to a real one:
-the project's code as a zip (``--py-files``), the Kafka connector jars (``--jars``), the Python
-environment (``spark.pyspark.python``). Everything it writes is under ``FRAUD_CLUSTER_DIR``;
+the project's code as a zip (``--py-files``), the Kafka connector jars (``--jars``), the executors'
+Python environment packed without the project (``--archives``, ``deploy/executor_env.py``, built by
+``cluster-up``). Everything it writes is under ``FRAUD_CLUSTER_DIR``;
 ``cluster-down`` stops it all (``docs/cluster.md``).
 """
 
