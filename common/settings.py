@@ -74,6 +74,10 @@ class Settings:
     # The exactly-once writer pulls a micro-batch's output to the driver in pieces of about this many
     # bytes (spark_job.alert_writer.stream_rows): the driver's memory is bounded by it, not by the batch.
     writer_fetch_bytes: int = _env("FRAUD_WRITER_FETCH_BYTES", 64 * 1024 * 1024)
+    # How long the exactly-once writer's producer may try to deliver a record (kafka-python's
+    # delivery_timeout_ms, whose default this is); its request timeout is derived from it. Shorter only
+    # in the cluster test that makes records undeliverable (tests/cluster/undelivered.py).
+    writer_delivery_timeout_ms: int = _env("FRAUD_WRITER_DELIVERY_TIMEOUT_MS", 120000)
 
     # Key of the HMAC that stands in a dead letter for the hash of an original holding a card number
     # (docs/architecture.md, "Bad input"); empty: a random key per run of the job.

@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("fetch", help="download the broker and the Spark connector jars only")
     sub.add_parser("settings", help="list every setting with its environment variable")
     sub.add_parser("cluster-up", help="start the local cluster: Redis, three KRaft brokers (topics with replication 3, "
-                                      "min.insync.replicas 2), a Spark standalone master and two workers (docs/cluster.md)")
+                                      "min.insync.replicas 2), a Spark standalone master and two workers; builds the "
+                                      "executors' Python environment first, once (docs/cluster.md)")
     sub.add_parser("cluster-down", help="stop everything cluster-up started")
     sub.add_parser("cluster-status", help="show the cluster's brokers and Spark workers")
     sub.add_parser("cluster-wipe", help="stop the cluster and delete FRAUD_CLUSTER_DIR")

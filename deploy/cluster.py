@@ -5,8 +5,9 @@ local stack (the broker's Maven jars; pyspark's own ``spark-class`` for the Spar
 and creates the project's topics with replication factor 3 (``min.insync.replicas=2``, the brokers'
 default). ``cluster-env`` prints the variables that point every command at it; ``cluster-submit``
 submits the detector job to the master with ``spark-submit`` the way a user submits it to a real one:
-the project's code as a zip (``--py-files``), the Kafka connector jars (``--jars``), the Python
-environment (``spark.pyspark.python``). Everything it writes is under ``FRAUD_CLUSTER_DIR``;
+the project's code as a zip (``--py-files``), the Kafka connector jars (``--jars``), the executors'
+Python environment packed without the project (``--archives``, ``deploy/executor_env.py``, built by
+``cluster-up``). Everything it writes is under ``FRAUD_CLUSTER_DIR``;
 ``cluster-down`` stops it all (``docs/cluster.md``).
 """
 
@@ -23,6 +24,7 @@ from pathlib import Path
 
 from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
+from deploy import executor_env
 from deploy.local_stack import (DEPLOY_DIR, KafkaBroker, RedisServer, Service, StackError, ensure_java,
                                 fetch_kafka, fetch_spark_kafka_jars, random_cluster_id)
 
@@ -171,15 +173,21 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def spark_env(settings: Settings) -> dict[str, str]:
-    """The environment of the Spark daemons and of spark-submit: loopback only, this interpreter."""
-    return {**os.environ,
+def daemon_env(settings: Settings) -> dict[str, str]:
+    """The environment of the Spark master and workers: loopback only. No Python of the driver's: the
+    executors run the one spark-submit ships (``executor_env``)."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "VIRTUAL_ENV")}
+    return {**env,
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": HOST,                 # the web UIs bind to it (else every interface)
             "SPARK_LOCAL_DIRS": str(settings.cluster_dir / "spark-local"),
-            "SPARK_DAEMON_MEMORY": "256m",          # the master's and workers' own heaps, not executors'
-            "PYSPARK_PYTHON": sys.executable,
-            "PYSPARK_DRIVER_PYTHON": sys.executable}
+            "SPARK_DAEMON_MEMORY": "256m"}          # the master's and workers' own heaps, not executors'
+
+
+def spark_env(settings: Settings) -> dict[str, str]:
+    """The environment of spark-submit: the driver runs this interpreter (client mode)."""
+    return {**daemon_env(settings), "PYSPARK_DRIVER_PYTHON": sys.executable}
 
 
 class SparkDaemon(Service):
@@ -189,7 +197,7 @@ class SparkDaemon(Service):
 
     def launch(self) -> None:
         (self.cluster.cluster_dir / "spark-local").mkdir(parents=True, exist_ok=True)
-        self.start([str(spark_home() / "bin" / "spark-class"), self.main_class, *self.args], env=spark_env(self.cluster))
+        self.start([str(spark_home() / "bin" / "spark-class"), self.main_class, *self.args], env=daemon_env(self.cluster))
 
 
 def spark_master(settings: Settings) -> SparkDaemon:
@@ -261,6 +269,7 @@ def up(settings: Settings, log=print) -> Settings:
     settings.cluster_dir.mkdir(parents=True, exist_ok=True)
     fetch_spark_kafka_jars(settings)
     clustered = cluster_settings(settings)
+    executor_env.build(settings, log)
     try:
         log(f"starting Redis on {settings.redis_url.rsplit('@', 1)[-1]} ...")
         RedisServer(settings.replace(run_dir=settings.cluster_dir)).up()
@@ -314,23 +323,30 @@ def build_app_zip(settings: Settings) -> Path:
 
 
 def submit_command(settings: Settings, job_args: list[str]) -> list[str]:
-    """``spark-submit`` of the detector job to the cluster's master (client mode: the driver runs here)."""
+    """``spark-submit`` of the detector job to the cluster's master (client mode: the driver runs here,
+    in this venv; the executors run the packed environment ``cluster-up`` built, the code from the zip)."""
     from common.spark import kafka_connector_jars
 
     app = build_app_zip(settings)
+    environment = executor_env.existing(settings)
     clustered = cluster_settings(settings)
     return [str(spark_home() / "bin" / "spark-submit"),
             "--master", clustered.spark_master,
             "--deploy-mode", "client",
             "--name", "fraud-detectors",
             "--py-files", str(app),
+            "--archives", f"{environment}#{executor_env.ENV_DIR_NAME}",
             "--jars", ",".join(str(j) for j in kafka_connector_jars(settings)),
             "--driver-memory", settings.spark_driver_memory,
             "--executor-memory", settings.cluster_spark_executor_memory,
             "--total-executor-cores", str(2 * settings.cluster_spark_worker_cores),
             "--conf", f"spark.executor.cores={settings.cluster_spark_worker_cores}",
-            "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", f"spark.pyspark.python={executor_env.EXECUTOR_PYTHON}",
             "--conf", f"spark.pyspark.driver.python={sys.executable}",
+            # The Python workers start with `python -m common.pyspark_daemon` (common/spark.py), before any
+            # task put the --py-files on their path: the zip, as each executor downloads it into its
+            # working folder, is on their PYTHONPATH from the start.
+            "--conf", f"spark.executorEnv.PYTHONPATH={APP_ZIP}",
             "--conf", f"spark.driver.host={HOST}",
             str(REPO_ROOT / "spark_job" / "__main__.py"), *job_args]
 

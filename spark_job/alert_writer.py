@@ -223,8 +223,8 @@ class ExactlyOnceWriter:
 
         self.producer = make_producer(self.settings, transactional_id=self.transactional_id,
                                       transaction_timeout_ms=self.transaction_timeout_ms,
-                                      value_serializer=DefaultSerializer(), linger_ms=20,
-                                      batch_size=256 * 1024)
+                                      value_serializer=DefaultSerializer(), batch_size=256 * 1024,
+                                      **delivery_config(self.settings, linger_ms=20))
         self.producer.init_transactions()
         self.last = read_last_marker(self.settings, self.writer_id)
         log.info("writer %s fenced older producers; last committed batch: %s", self.writer_id, self.last)
@@ -295,9 +295,11 @@ class ExactlyOnceWriter:
             # abortable, and would commit it without them. Every record must be acknowledged first.
             producer.flush()
             if undelivered:
-                raise UndeliveredRecordsError(
+                error = UndeliveredRecordsError(
                     f"writer {self.writer_id}: {len(undelivered)} record(s) of batch {batch_id} were not "
-                    f"delivered ({undelivered[0]}); the transaction is aborted and the batch re-run") from undelivered[0]
+                    f"delivered ({undelivered[0]}); the transaction is aborted and the batch re-run")
+                log.error("%s", error)      # one line in the driver's log, whatever Spark makes of the raise
+                raise error from undelivered[0]
             producer.commit_transaction()
         except BaseException:
             _abort_quietly(producer)
@@ -326,6 +328,14 @@ class ExactlyOnceWriter:
 
 class UndeliveredRecordsError(KafkaError):
     """A record of a batch was not acknowledged: its transaction must not commit."""
+
+
+def delivery_config(settings: Settings, linger_ms: int) -> dict[str, int]:
+    """The writer's producer timeouts: ``FRAUD_WRITER_DELIVERY_TIMEOUT_MS``, and a request timeout that
+    fits in it (kafka-python wants delivery >= linger + request; its default request timeout is 30 s)."""
+    delivery = settings.writer_delivery_timeout_ms
+    return {"linger_ms": linger_ms, "delivery_timeout_ms": delivery,
+            "request_timeout_ms": min(30000, delivery - linger_ms)}
 
 
 def with_detected_at(alert_json: str, detected_at: str) -> str:

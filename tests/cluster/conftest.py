@@ -1,8 +1,8 @@
 """The local cluster (``deploy/cluster.py``) for the tests of this folder, started once per session with
 the commands docs/cluster.md gives (``python -m deploy cluster-up``, ``cluster-status``, ``cluster-env``) if it is not
-running, and then stopped (``cluster-down``) and its folder deleted at the end, also on failure. These
-tests take many minutes on two cores and run only with FRAUD_CLUSTER_TESTS=1 (``make e2e-cluster``),
-never in ``make test``."""
+running, and then stopped (``cluster-down``) and its folder deleted at the end (all but the executors' Python
+environment, a cache), also on failure. These tests take many minutes on two cores and run only with
+FRAUD_CLUSTER_TESTS=1 (``make e2e-cluster``), never in ``make test``."""
 
 from __future__ import annotations
 
@@ -57,5 +57,8 @@ def local_cluster(settings):
     finally:
         if not ready and os.environ.get("FRAUD_KEEP_STACK") != "1":
             deploy_command("cluster-down")
-            shutil.rmtree(settings.cluster_dir, ignore_errors=True)
-            say("cluster stopped (python -m deploy cluster-down) and its folder deleted")
+            # All but the executors' Python environment, a cache cluster-up reuses (deploy/executor_env.py).
+            for path in settings.cluster_dir.glob("*"):
+                if path.name != "executor-env":
+                    shutil.rmtree(path) if path.is_dir() else path.unlink()
+            say("cluster stopped (python -m deploy cluster-down) and its folder deleted but the executors' env")

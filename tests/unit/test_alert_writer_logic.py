@@ -120,3 +120,32 @@ def test_a_batch_whose_records_expired_is_aborted_not_committed_without_them(tmp
     writer.producer = _ExpiringProducer("elsewhere")          # delivered: committed
     assert writer.write_batch(rows, batch_id=3) == 2
     assert writer.producer.calls == ["begin", "commit"] and writer.last.batch_id == 3
+
+
+def test_when_the_guard_fires_the_drivers_log_says_so_in_one_line(tmp_path, caplog):
+    from common.settings import Settings
+    from spark_job.alert_writer import ExactlyOnceWriter, UndeliveredRecordsError
+
+    settings = Settings.from_env({"topic_alerts": "alerts", "topic_alert_markers": "markers", "run_dir": tmp_path},
+                                 environ={})
+    writer = ExactlyOnceWriter(settings, "rules", tmp_path)
+    writer._query_id = "q"
+    writer.producer = _ExpiringProducer("alerts")
+    with caplog.at_level("ERROR", logger="spark_job.alert_writer"), pytest.raises(UndeliveredRecordsError):
+        writer.write_batch([("alert", "alerts", "card-1", '{"alert_id":"a1"}')], batch_id=4)
+    lines = [r.getMessage() for r in caplog.records if "were not delivered" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(
+        "UndeliveredRecordsError: writer rules: 1 record(s) of batch 4 were not delivered ("), lines
+    assert "\n" not in lines[0] and "Expiring 1 record(s)" in lines[0]
+
+
+def test_the_writers_request_timeout_fits_in_its_delivery_timeout():
+    from common.settings import Settings
+    from spark_job.alert_writer import delivery_config
+
+    default = Settings.from_env({}, environ={})
+    assert delivery_config(default, linger_ms=20) == {"linger_ms": 20, "delivery_timeout_ms": 120000,
+                                                      "request_timeout_ms": 30000}    # kafka-python's defaults
+    short = delivery_config(default.replace(writer_delivery_timeout_ms=3000), linger_ms=20)
+    assert short["delivery_timeout_ms"] >= short["linger_ms"] + short["request_timeout_ms"]
+    assert short["request_timeout_ms"] == 2980

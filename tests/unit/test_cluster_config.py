@@ -67,14 +67,25 @@ def test_the_job_is_submitted_to_the_master_with_the_code_the_jars_and_the_pytho
 
     from deploy.cluster import submit_command
 
+    from deploy import executor_env
+
     jars = tmp_path / "jars"
     jars.mkdir()
     (jars / "spark-sql-kafka.jar").write_bytes(b"")
-    cmd = submit_command(settings.replace(spark_jars_dir=jars), ["velocity"])
+    settings = settings.replace(spark_jars_dir=jars, cluster_dir=tmp_path / "cluster")
+    environment = executor_env.archive_path(settings, executor_env.runtime_requirements(),
+                                            executor_env.pinned_versions())
+    environment.parent.mkdir(parents=True)
+    environment.write_bytes(b"")
+    cmd = submit_command(settings, ["velocity"])
     assert cmd[0].endswith("bin/spark-submit")
     assert cmd[cmd.index("--master") + 1] == "spark://127.0.0.1:41006"
     assert cmd[cmd.index("--jars") + 1] == str(jars / "spark-sql-kafka.jar")
-    assert f"spark.pyspark.python={sys.executable}" in cmd
+    # Executors: the packed env, unpacked as ./environment; the driver: this venv.
+    assert cmd[cmd.index("--archives") + 1] == f"{environment}#environment"
+    assert "spark.pyspark.python=./environment/bin/python" in cmd
+    assert f"spark.pyspark.driver.python={sys.executable}" in cmd
+    assert "spark.executorEnv.PYTHONPATH=fraud_detection_app.zip" in cmd
     assert cmd[-2:] == [str(Path(cmd[-2])), "velocity"] and cmd[-2].endswith("spark_job/__main__.py")
     assert not any("local[" in part for part in cmd)
     shipped = zipfile.ZipFile(cmd[cmd.index("--py-files") + 1]).namelist()
@@ -89,3 +100,21 @@ def test_the_writer_reads_a_checkpoint_given_as_a_file_uri_without_spark(tmp_pat
     (tmp_path / "q").mkdir()
     (tmp_path / "q" / "metadata").write_text('{"id":"0f00"}\n')
     assert checkpoint_query_id((tmp_path / "q").as_uri()) == "0f00"
+
+
+def test_without_the_executors_env_submitting_is_one_clear_error(settings, tmp_path):
+    from deploy.cluster import StackError, submit_command
+
+    with pytest.raises(StackError, match="no executors' Python environment.*cluster-up"):
+        submit_command(settings.replace(cluster_dir=tmp_path / "cluster"), [])
+
+
+def test_the_executors_env_has_the_runtime_dependencies_but_not_pyspark_nor_the_project():
+    from deploy.executor_env import pinned_versions, runtime_requirements
+
+    requirements = runtime_requirements()
+    assert "scikit-learn==1.9.1" in requirements and "pyarrow==26.0.1" in requirements
+    assert not [r for r in requirements if r.startswith(("pyspark", "py4j"))]
+    pins = pinned_versions()
+    assert "numpy==2.4.6" in pins
+    assert not [p for p in pins if p.lower().startswith(("pyspark", "py4j", "fraud-detection", "fraud_detection"))]
