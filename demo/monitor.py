@@ -13,7 +13,6 @@ offsets each query has read up to.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 from collections import Counter, deque
@@ -86,9 +85,10 @@ class PipelineMonitor(threading.Thread):
                 continue  # a bad record: the dead-letter topic has it
             self.ingested_at[txn_id] = record.timestamp / 1000
             if not str(txn_id).startswith("tick-"):
-                self.last_transaction_at = max(self.last_transaction_at or 0.0, record.timestamp / 1000)
-                self.first_transaction_at = min(math.inf if self.first_transaction_at is None
-                                                else self.first_transaction_at, record.timestamp / 1000)
+                at = record.timestamp / 1000
+                self.last_transaction_at = max(self.last_transaction_at or 0.0, at)
+                if self.first_transaction_at is None or at < self.first_transaction_at:
+                    self.first_transaction_at = at
 
     def _alerts(self, records) -> list[dict]:
         fresh = []
