@@ -71,6 +71,10 @@ class Settings:
     # detector in no group runs in a query of its own. python -m detectors run --groups overrides it.
     detector_groups: str = _env("FRAUD_DETECTOR_GROUPS",
                                 "rules=double_swipe,impossible_travel,amount_anomaly,velocity;ml=ml_score")
+    # Records a detector query reads per micro-batch at most (Spark's maxOffsetsPerTrigger). Behind
+    # (after a restart), larger batches cost less per record; a smaller bound commits sooner but cuts the
+    # partitions at different event times (docs/deployment.md). --max-offsets-per-trigger overrides it.
+    detector_max_offsets_per_trigger: int = _env("FRAUD_DETECTOR_MAX_OFFSETS_PER_TRIGGER", 200_000)
     # The exactly-once writer pulls a micro-batch's output to the driver in pieces of about this many
     # bytes (spark_job.alert_writer.stream_rows): the driver's memory is bounded by it, not by the batch.
     writer_fetch_bytes: int = _env("FRAUD_WRITER_FETCH_BYTES", 64 * 1024 * 1024)

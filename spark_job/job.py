@@ -25,6 +25,7 @@ class JobQueries:
         self.spark, self.detectors, self.settings, self.options = spark, list(detectors), settings, options
         self.plans = {plan.name: plan for plan in plan_queries([d.name for d in self.detectors], options)}
         self.running: dict[str, object] = {}
+        self.reads: dict = {}                          # read-and-validate DataFrames the queries share
         self.quarantined: dict[str, tuple] = {}        # query name -> (the detector set apart, its options)
 
     def start_all(self) -> list:
@@ -92,9 +93,10 @@ class JobQueries:
         if name in self.quarantined:
             detector, options = self.quarantined[name]
             query = start_planned_query(self.spark, QueryPlan(name, (detector.name,)), [detector], self.settings,
-                                        options)
+                                        options, self.reads)
         else:
-            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options)
+            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options,
+                                        self.reads)
         self.running[name] = query
         return query
 
@@ -113,7 +115,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     detectors = [registry.get(name) for name in names] if names else registry.all()
-    options = from_arguments(args, settings.detector_groups)
+    options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger)
     spark = get_spark("fraud-detectors", settings)
     metrics = start_job_metrics(settings)
     listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)

@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="every detector in a query of its own, the dead letters in another")
     parser.add_argument("--no-dlq", action="store_true", help="do not run the dead-letter branch")
     parser.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON offsets")
-    parser.add_argument("--max-offsets-per-trigger", type=positive_int, default=200_000,
-                        help="records per micro-batch at most (default 200000)")
+    parser.add_argument("--max-offsets-per-trigger", type=positive_int, default=None,
+                        help="records per micro-batch at most (default: the setting "
+                             "FRAUD_DETECTOR_MAX_OFFSETS_PER_TRIGGER, 200000)")
     parser.add_argument("--trigger-seconds", type=non_negative_float, default=0.0,
                         help="start a micro-batch every N seconds (default 0: as soon as one ends)")
     parser.add_argument("--checkpoint-root", default=None, help="a local folder or a URI (hdfs://, s3a://)")
@@ -54,10 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop after this many seconds (0: run until Ctrl-C)")
 
 
-def from_arguments(args: argparse.Namespace, default_groups: str) -> RunOptions:
+def from_arguments(args: argparse.Namespace, default_groups: str, default_max_offsets: int = 200_000) -> RunOptions:
     groups = None if args.shared or args.query_per_detector else parse_groups(args.groups or default_groups)
     return RunOptions(sink=args.sink, starting_offsets=args.starting_offsets,
-                      max_offsets_per_trigger=args.max_offsets_per_trigger, trigger_seconds=args.trigger_seconds,
+                      max_offsets_per_trigger=args.max_offsets_per_trigger or default_max_offsets,
+                      trigger_seconds=args.trigger_seconds,
                       checkpoint_root=args.checkpoint_root, shared=args.shared, groups=groups,
                       with_dlq=not args.no_dlq)
 

@@ -53,9 +53,10 @@ def read_transactions(spark: SparkSession, settings: Settings, options: RunOptio
     return raw.coalesce(settings.spark_source_tasks or spark.sparkContext.defaultParallelism)
 
 
-def validated(raw: DataFrame, name: str) -> DataFrame:
-    """Parse and validate, and count valid/invalid records in the query progress (observed metrics)."""
-    checked = with_validation(raw)
+def validated(raw: DataFrame, name: str, checked: DataFrame | None = None) -> DataFrame:
+    """Parse and validate, and count valid/invalid records in the query progress (observed metrics).
+    ``checked``: ``with_validation(raw)`` built already (by another query of the same job)."""
+    checked = with_validation(raw) if checked is None else checked
     return checked.observe(f"validation_{name}",
                            F.count(F.lit(1)).alias("records"),
                            F.count(F.col("_reason")).alias("invalid"))
@@ -148,12 +149,25 @@ def query_name(detector: Detector) -> str:
 
 
 def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,
-                        options: RunOptions):
+                        options: RunOptions, reads: dict | None = None):
     """Start the query of ``plan``: one read and validation of the topic, one branch per detector (in
     the registry's order, longest-running first: see ``detectors.registry``) and the dead letters if
-    the plan has them, all written in one transaction per micro-batch."""
+    the plan has them, all written in one transaction per micro-batch.
+
+    ``reads``: the job's read-and-validate DataFrames by source options, shared by its queries (each
+    query still gets a source of its own when it starts). Building the validation's columns is a few
+    thousand py4j calls: seconds in a JVM that has just started, i.e. after every restart."""
     by_name = {d.name: d for d in detectors}
-    checked = validated(read_transactions(spark, settings, options), plan.name)
+    if reads is None:
+        checked = validated(read_transactions(spark, settings, options), plan.name)
+    else:
+        key = (options.starting_offsets, options.max_offsets_per_trigger, options.fail_on_data_loss,
+               tuple(sorted(options.extra_source_options.items())))
+        if key not in reads:
+            raw = read_transactions(spark, settings, options)
+            reads[key] = (raw, with_validation(raw))
+        raw, shared = reads[key]
+        checked = validated(raw, plan.name, shared)
     if not plan.detectors:                       # the dead letters alone: no shuffle needed
         return start_query(dlq_rows(checked, settings), plan.name, settings, options)
     once = read_once(checked, settings)

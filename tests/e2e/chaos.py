@@ -21,6 +21,11 @@ faults of a ``ChaosPlan`` happen one after the other, each once the stream has r
   non-UTF-8, wrong keys), oversized values and random bytes. Each must be dead-lettered with the
   contract's reason (``common.contracts.decode_transaction``), and nothing may crash.
 
+After a restart of the detector job or the broker, the table also gives how the alerts of *new*
+transactions came out (those that entered Kafka in the minute after the restart): when the first was
+written, and their latency. A restarted job works off its backlog first, so this is when alerts flow
+again for what happens now (issue 26 asks for 30 s).
+
 Recovery time = from the restart until the component did its work again: every detector query
 committed a micro-batch (a marker, read_committed), or a probe alert sent after the restart came out
 of the enricher (``alerts.enriched``) and the case manager (``cases``), and, after a Redis fault, the
@@ -53,7 +58,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-from common.contracts import ContractError, decode_transaction, format_event_time
+from common.contracts import ContractError, decode_transaction, format_event_time, parse_event_time
 from common.kafka_admin import consumer_group_report
 from common.kafka_io import assigned_consumer, json_bytes, json_values, make_consumer, make_producer, read_topic
 from common.settings import REPO_ROOT, Settings
@@ -122,6 +127,8 @@ class FaultRecord:
     down_s: float                 # from the kill/stop until the restart was issued
     recovery_s: float | None      # from the restart until the component worked again (None: it did not)
     note: str = ""
+    restarted_at: float | None = None   # wall clock (epoch s) of a detector job's or the broker's restart
+    new_alerts: dict | None = None      # after such a restart: ``alerts_after_restart``
 
 
 @dataclass
@@ -132,11 +139,14 @@ class ChaosResult:
     unexpected_deaths: list[str] = field(default_factory=list)
 
     def table(self) -> str:
-        lines = ["| fault | action | at (s) | transactions then | down (s) | recovery (s) |",
-                 "|---|---|---:|---:|---:|---:|"]
+        lines = ["| fault | action | at (s) | transactions then | down (s) | recovery (s) "
+                 "| first alert of a new transaction (s) | their latency p50 / max (s) |",
+                 "|---|---|---:|---:|---:|---:|---:|---:|"]
         for f in self.faults:
             recovery = "not recovered" if f.recovery_s is None else f"{f.recovery_s:.1f}"
-            lines.append(f"| {f.fault} | {f.action} | {f.at_s:.0f} | {f.published:,} | {f.down_s:.1f} | {recovery} |")
+            first, latency = new_alerts_cells(f.new_alerts)
+            lines.append(f"| {f.fault} | {f.action} | {f.at_s:.0f} | {f.published:,} | {f.down_s:.1f} | {recovery} "
+                         f"| {first} | {latency} |")
         lines += ["", "| figure | value |", "|---|---:|"]
         lines += [f"| {name} | {value:,} |" if isinstance(value, int) else f"| {name} | {value} |"
                   for name, value in self.figures.items()]
@@ -145,6 +155,34 @@ class ChaosResult:
     def to_json(self) -> dict:
         return {"plan": self.plan, "faults": [dataclasses.asdict(f) for f in self.faults],
                 "figures": self.figures, "unexpected_deaths": self.unexpected_deaths}
+
+
+NEW_ALERTS_WINDOW_S = 60.0    # the transactions of the first minute after a restart
+
+
+def alerts_after_restart(alerts: list[dict], restarted_at: float, window_s: float = NEW_ALERTS_WINDOW_S) -> dict:
+    """How the alerts of *new* transactions (entered Kafka within ``window_s`` after a restart of the
+    detector job or the broker) came out: seconds from the restart to the first of them written, and
+    their latency (``detected_at - ingested_at``, the writer's clock just before its commit). A restarted
+    job reads its backlog first, so this is when alerts flow again for what is happening now, and whether
+    the backlog starves it; ``count`` 0 when the stream had ended by the restart."""
+    new = [(parse_event_time(a["detected_at"]).timestamp(), parse_event_time(a["ingested_at"]).timestamp())
+           for a in alerts if a.get("ingested_at") and a.get("detected_at")]
+    new = [(written, ingested) for written, ingested in new if restarted_at <= ingested < restarted_at + window_s]
+    if not new:
+        return {"count": 0}
+    latencies = sorted(written - ingested for written, ingested in new)
+    return {"count": len(new), "first_s": round(min(written for written, _ in new) - restarted_at, 1),
+            "latency_p50_s": round(latencies[len(latencies) // 2], 1), "latency_max_s": round(latencies[-1], 1)}
+
+
+def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str]:
+    if new_alerts is None:
+        return "", ""
+    if not new_alerts["count"]:
+        return "none (the stream had ended)", ""
+    return (f"{new_alerts['first_s']:.1f}",
+            f"{new_alerts['latency_p50_s']:.1f} / {new_alerts['latency_max_s']:.1f} ({new_alerts['count']:,} alerts)")
 
 
 def private_stack(base: Settings, run_dir: Path) -> Settings:
@@ -248,11 +286,12 @@ class ChaosRun:
         self.diamond.group.kill("detectors")
         markers = MarkerCounter(self.settings, self.diamond.writer_ids())
         self.diamond.group.restart("detectors")
-        restarted = time.monotonic()
+        restarted, restarted_at = time.monotonic(), time.time()
         recovery = self._until(lambda: _every_writer_committed(markers),
                                "every detector query to commit a micro-batch", probe=self._probe_transaction)
         markers.close()
         self._record("detectors", "SIGKILL driver group, restart", at, published, restarted - killed, recovery)
+        self.records[-1].restarted_at = restarted_at
 
     def _fault_broker(self) -> None:
         at, published = self._elapsed(), self._published()
@@ -267,7 +306,7 @@ class ChaosRun:
                        "a detector query to fail on the missing broker", interval=0.5)
         except TimeoutError:
             pass
-        restarted = time.monotonic()
+        restarted, restarted_at = time.monotonic(), time.time()
         broker.up()
         markers = MarkerCounter(self.settings, self.diamond.writer_ids())
         recovery = self._until(lambda: _every_writer_committed(markers),
@@ -278,6 +317,7 @@ class ChaosRun:
         recovery = None if recovery is None or downstream is None else max(recovery, time.monotonic() - restarted)
         self._record("broker", "stop (SIGTERM) until a detector query fails, start", at, published,
                      restarted - stopped, recovery, "until detectors commit and a probe alert is enriched and cased")
+        self.records[-1].restarted_at = restarted_at
 
     def _detector_query_failures(self) -> int:
         """Queries the detector job has reported failed so far (``spark_job.supervision.supervise`` logs them)."""
@@ -448,6 +488,9 @@ class ChaosRun:
             return [r for r in _json_objects(read_topic(s, topic, timeout=300)) if mine(r)]
 
         alerts = read(s.topic_alerts)
+        for fault in self.records:
+            if fault.restarted_at is not None:
+                fault.new_alerts = alerts_after_restart(alerts, fault.restarted_at)
         counts = Counter(a["alert_id"] for a in alerts)
         present = set(counts)
         tails = {"enriched": _TopicTail(s, s.topic_alerts_enriched), "cases": _TopicTail(s, s.topic_cases)}
@@ -472,7 +515,7 @@ class ChaosRun:
             for tail in tails.values():
                 tail.close()
         downstream_s = time.monotonic() - waited
-        in_redis = self._redis_against_topic(outputs["cases"], mine)
+        in_redis = self._redis_against_topic(outputs["cases"], seen["cases"], mine)
         enriched_ids = Counter(e["alert_id"] for e in outputs["enriched"])
         placed = Counter(a for case in outputs["cases"] for a in case["alert_ids"])
         transactions = read(s.topic_transactions)
@@ -509,9 +552,10 @@ class ChaosRun:
             "not_in_a_case_sample": sorted(present - set(placed))[:5],
         }
 
-    def _redis_against_topic(self, cases: list[dict], mine: Callable[[dict], bool]) -> dict:
+    def _redis_against_topic(self, cases: list[dict], published: list[dict], mine: Callable[[dict], bool]) -> dict:
         """This run's cases in Redis (what the dashboard shows) against the latest versions on the cases
-        topic, once they agree (the case manager writes back what a Redis fault lost) or at the deadline."""
+        topic (``cases``; ``published``: every version in the topic's order), once they agree (the case
+        manager writes back what a Redis fault lost) or at the deadline."""
         from common.redis_clients import redis_client
         from common.redis_keys import RedisKeys
 
@@ -525,14 +569,7 @@ class ChaosRun:
                 values += client.mget([keys.case(c) for c in case_ids[start:start + 1000]])
             return [None if v is None else json.loads(v) for v in values]
 
-        # What Redis must hold even after it lost its data: what the case manager's table holds, every
-        # open case and each card's last closed case, unless the card was forgotten (idle 7 days).
-        newest_closed: dict[str, dict] = {}
-        for case in cases:
-            if case["status"] == "closed" and case["updated_at"] >= newest_closed.get(case["card_id"], case)["updated_at"]:
-                newest_closed[case["card_id"]] = case
-        in_table = {c["case_id"] for c in cases if c["status"] == "open"} | {
-            c["case_id"] for c in newest_closed.values() if not c["closed_reason"].startswith("no alert for the card within 7 days")}
+        in_table = cases_in_table(cases, published)
         data_lost = "redis_kill" in self.plan.faults
 
         def agrees() -> bool:
@@ -552,6 +589,11 @@ class ChaosRun:
                 "cases_older_in_redis": sum(1 for c, r in zip(cases, in_redis) if r and r["version"] < c["version"]),
                 "open_cases_not_listed_open_in_redis": len(topic_open - members),
                 "cases_listed_open_in_redis_not_open": len(stale_open),
+                # what a failed run needs to say which cases went missing, and how they ended on the topic
+                "cases_missing_in_redis_sample": [
+                    {k: c.get(k) for k in ("case_id", "card_id", "version", "status", "closed_reason", "updated_at",
+                                           "last_event_time")}
+                    for c, r in zip(cases, in_redis) if r is None and (c["case_id"] in in_table or not data_lost)][:5],
             })
             return not (figures["cases_missing_in_redis"] or figures["cases_older_in_redis"] or stale_open
                         or figures["open_cases_not_listed_open_in_redis"])
@@ -571,6 +613,28 @@ class ChaosRun:
     def _expected_alert_ids(self, transactions: list[dict], labels_path: Path) -> set[str]:
         return expected_alert_ids(transactions, labels_path, self.out / "backtest", self.plan.detectors,
                                   self.backtest_env())
+
+
+FORGOTTEN_REASON = "no alert for the card within 7 days"    # services.case_logic.forget_card's reason
+
+
+def cases_in_table(cases: list[dict], published: list[dict]) -> set[str]:
+    """The case ids the case manager's table holds at the end, i.e. what Redis must hold even after it
+    lost its data: every open case and each card's last closed case, unless the card was forgotten
+    (idle 7 days: its case closed for that reason, the card dropped). ``cases``: the latest version of
+    each case; ``published``: every version in the topic's order.
+
+    A card's last closed case is the one the case manager closed last: the last closed version of the
+    card on the topic (keyed by card, so in the order it was published). Not the latest ``updated_at``:
+    that is the writer's clock of its alerts, and two detector queries catching up at different speeds
+    write one card's alerts out of their event-time order."""
+    latest = {c["case_id"]: c for c in cases}
+    newest_closed: dict[str, dict] = {}
+    for version in published:
+        if version["status"] == "closed":
+            newest_closed[version["card_id"]] = latest[version["case_id"]]
+    return {c["case_id"] for c in cases if c["status"] == "open"} | {
+        c["case_id"] for c in newest_closed.values() if not c["closed_reason"].startswith(FORGOTTEN_REASON)}
 
 
 def expected_alert_ids(transactions: list[dict], labels_path: Path, folder: Path, detectors: tuple[str, ...],

@@ -36,3 +36,16 @@ def test_without_groups_one_query_per_detector_or_one_shared():
 def test_a_spec_that_makes_no_sense_is_one_line(spec):
     with pytest.raises(UserError):
         parse_groups(spec)
+
+
+def test_the_batch_bound_comes_from_the_settings_unless_the_command_line_names_one():
+    import argparse
+
+    from spark_job.options import add_arguments, from_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    groups = "rules=double_swipe"
+    assert from_arguments(parser.parse_args([]), groups, 20_000).max_offsets_per_trigger == 20_000
+    assert from_arguments(parser.parse_args(["--max-offsets-per-trigger", "5000"]), groups,
+                          20_000).max_offsets_per_trigger == 5_000

@@ -1,0 +1,60 @@
+"""The chaos table's figures: the alerts of transactions that entered Kafka after a restart, and the
+cases the case manager's table must hold."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from common.contracts import format_event_time
+from tests.e2e.chaos import alerts_after_restart, new_alerts_cells
+
+pytestmark = pytest.mark.unit
+
+RESTART = datetime(2026, 11, 27, 8, 0, 0, tzinfo=timezone.utc)
+
+
+def alert(ingested_after_s: float, written_after_s: float) -> dict:
+    return {"ingested_at": format_event_time(RESTART + timedelta(seconds=ingested_after_s)),
+            "detected_at": format_event_time(RESTART + timedelta(seconds=written_after_s))}
+
+
+def test_only_transactions_of_the_minute_after_the_restart_count():
+    alerts = [alert(-5, 20),      # the backlog: entered before the restart
+              alert(2, 25), alert(10, 26), alert(30, 31.5),
+              alert(61, 62)]      # after the window
+    figures = alerts_after_restart(alerts, RESTART.timestamp())
+    assert figures == {"count": 3, "first_s": 25.0, "latency_p50_s": 16.0, "latency_max_s": 23.0}
+    assert new_alerts_cells(figures) == ("25.0", "16.0 / 23.0 (3 alerts)")
+
+
+def test_a_stream_that_ended_before_the_restart_says_so():
+    figures = alerts_after_restart([alert(-30, 10)], RESTART.timestamp())
+    assert figures == {"count": 0}
+    assert new_alerts_cells(figures)[0] == "none (the stream had ended)"
+    assert new_alerts_cells(None) == ("", "")
+
+
+def case(case_id: str, status: str, version: int, updated_at: str, reason: str = "") -> dict:
+    return {"case_id": case_id, "card_id": "card-1", "status": status, "version": version,
+            "updated_at": updated_at, **({"closed_reason": reason} if status == "closed" else {})}
+
+
+def test_the_table_holds_the_last_case_closed_on_the_topic_not_the_latest_by_the_writers_clock():
+    from tests.e2e.chaos import cases_in_table
+
+    # Case A's last alert was written after case B's (the ML query caught up later), but the case
+    # manager closed A first: B is the card's previous case in its table.
+    gap = "no alert for the card within 24 h"
+    a_open, a_closed = case("A", "open", 1, "08:00:09"), case("A", "closed", 2, "08:00:09", gap)
+    b_open, b_closed = case("B", "open", 1, "08:00:05"), case("B", "closed", 2, "08:00:05", gap)
+    c_open = case("C", "open", 1, "08:00:07")
+    published = [a_open, a_closed, b_open, b_closed, c_open]
+    assert cases_in_table([a_closed, b_closed, c_open], published) == {"B", "C"}
+
+
+def test_a_forgotten_card_leaves_nothing_in_the_table_but_a_later_case():
+    from tests.e2e.chaos import cases_in_table
+
+    forgotten = case("A", "closed", 2, "08:00:01", "no alert for the card within 7 days of event time")
+    again = case("B", "open", 1, "08:00:02")
+    assert cases_in_table([forgotten, again], [case("A", "open", 1, "08:00:01"), forgotten, again]) == {"B"}
