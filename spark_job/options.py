@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--starting-offsets", default="earliest", help="earliest | latest | JSON offsets")
     parser.add_argument("--max-offsets-per-trigger", type=positive_int, default=None,
                         help="records per micro-batch at most (default: the setting "
-                             "FRAUD_DETECTOR_MAX_OFFSETS_PER_TRIGGER, 200000)")
+                             "FRAUD_DETECTOR_MAX_OFFSETS_PER_TRIGGER)")
     parser.add_argument("--trigger-seconds", type=non_negative_float, default=0.0,
                         help="start a micro-batch every N seconds (default 0: as soon as one ends)")
     parser.add_argument("--checkpoint-root", default=None, help="a local folder or a URI (hdfs://, s3a://)")
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop after this many seconds (0: run until Ctrl-C)")
 
 
-def from_arguments(args: argparse.Namespace, default_groups: str, default_max_offsets: int = 200_000) -> RunOptions:
+def from_arguments(args: argparse.Namespace, default_groups: str, default_max_offsets: int) -> RunOptions:
     groups = None if args.shared or args.query_per_detector else parse_groups(args.groups or default_groups)
     return RunOptions(sink=args.sink, starting_offsets=args.starting_offsets,
                       max_offsets_per_trigger=args.max_offsets_per_trigger or default_max_offsets,

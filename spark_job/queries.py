@@ -53,10 +53,8 @@ def read_transactions(spark: SparkSession, settings: Settings, options: RunOptio
     return raw.coalesce(settings.spark_source_tasks or spark.sparkContext.defaultParallelism)
 
 
-def validated(raw: DataFrame, name: str, checked: DataFrame | None = None) -> DataFrame:
-    """Parse and validate, and count valid/invalid records in the query progress (observed metrics).
-    ``checked``: ``with_validation(raw)`` built already (by another query of the same job)."""
-    checked = with_validation(raw) if checked is None else checked
+def counted(checked: DataFrame, name: str) -> DataFrame:
+    """``with_validation``'s rows, counted valid/invalid in query ``name``'s progress (observed metrics)."""
     return checked.observe(f"validation_{name}",
                            F.count(F.lit(1)).alias("records"),
                            F.count(F.col("_reason")).alias("invalid"))
@@ -158,16 +156,12 @@ def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequenc
     query still gets a source of its own when it starts). Building the validation's columns is a few
     thousand py4j calls: seconds in a JVM that has just started, i.e. after every restart."""
     by_name = {d.name: d for d in detectors}
-    if reads is None:
-        checked = validated(read_transactions(spark, settings, options), plan.name)
-    else:
-        key = (options.starting_offsets, options.max_offsets_per_trigger, options.fail_on_data_loss,
-               tuple(sorted(options.extra_source_options.items())))
-        if key not in reads:
-            raw = read_transactions(spark, settings, options)
-            reads[key] = (raw, with_validation(raw))
-        raw, shared = reads[key]
-        checked = validated(raw, plan.name, shared)
+    reads = {} if reads is None else reads
+    source = (options.starting_offsets, options.max_offsets_per_trigger, options.fail_on_data_loss,
+              tuple(sorted(options.extra_source_options.items())))
+    if source not in reads:
+        reads[source] = with_validation(read_transactions(spark, settings, options))
+    checked = counted(reads[source], plan.name)
     if not plan.detectors:                       # the dead letters alone: no shuffle needed
         return start_query(dlq_rows(checked, settings), plan.name, settings, options)
     once = read_once(checked, settings)
