@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 venv: $(STAMP) ## create the virtualenv and install the pinned dependencies
 
 .PHONY: fetch
-fetch: venv ## download the Kafka broker and the Spark Kafka connector jars (cached in .cache/)
+fetch: venv ## download the Kafka broker and the Spark Kafka connector jars, build the job's jar (cached in .cache/)
 	$(PY) -m deploy fetch
 
 .PHONY: up up-secure down status wipe settings

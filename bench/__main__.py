@@ -67,7 +67,7 @@ def spark_settings() -> dict:
     A/B runs change the collector, the code generation mode, ... by environment variables."""
     settings = Settings.from_env(environ={**os.environ, **suites.SPARK_ENV})
     return {name: str(value) for name, value in vars(settings).items()
-            if name.startswith("spark_") and name != "spark_jars_dir"}
+            if name.startswith("spark_") and name not in ("spark_jars_dir", "spark_job_jar")}
 
 
 def main(argv=None) -> int:
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
 
     if not local_stack.broker_ready(settings):
         local_stack.up(settings)
-    local_stack.fetch_spark_kafka_jars(settings)
+    local_stack.fetch_spark_jars(settings)
 
     sizes = suites.Sizes.for_mode(args.quick)
     if args.count:

@@ -125,6 +125,8 @@ class Settings:
     # false: a .crc beside every local checkpoint file cost ~150 ms per live batch (docs/performance.md)
     spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
+    # The detector job's own jar (spark_job/jvm: the contract's validation), built by `deploy fetch`.
+    spark_job_jar: Path = _env("FRAUD_SPARK_JOB_JAR", REPO_ROOT / ".cache" / "jars" / "spark-job" / "fraud-spark-job.jar")
 
     # --- Metrics (docs/metrics.md): each process serves /metrics in the Prometheus text format -------
     metrics_enabled: bool = _env("FRAUD_METRICS_ENABLED", True)      # false: no endpoint, no per-batch cost

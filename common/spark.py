@@ -11,13 +11,17 @@ from common.cli_errors import UNAVAILABLE, UserError
 from common.settings import Settings, get_settings
 
 
-def kafka_connector_jars(settings: Settings) -> list[Path]:
-    """The Spark Kafka connector and its dependencies, fetched by ``python -m deploy fetch``."""
+def job_jars(settings: Settings) -> list[Path]:
+    """The Spark Kafka connector and its dependencies, and the job's own jar (the contract's validation,
+    ``spark_job/jvm``): fetched and built by ``python -m deploy fetch``."""
     jars = sorted(settings.spark_jars_dir.glob("*.jar"))
     if not jars:
         raise UserError(f"no Spark Kafka connector jars in {settings.spark_jars_dir}: "
                         f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
-    return jars
+    if not settings.spark_job_jar.exists():
+        raise UserError(f"the detector job's jar {settings.spark_job_jar} is not built: "
+                        f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
+    return [*jars, settings.spark_job_jar]
 
 
 # The validation's generated code (one CASE of ~60 rules, spark_job/parsing.py) is a method over HotSpot's
@@ -82,7 +86,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
     if not settings.spark_local_checksum_files:
         config.update(RAW_LOCAL_FILE_SYSTEM)
     if with_kafka:
-        config["spark.jars"] = ",".join(str(j) for j in kafka_connector_jars(settings))
+        config["spark.jars"] = ",".join(str(j) for j in job_jars(settings))
     config.update({k: str(v) for k, v in (extra or {}).items()})
     return config
 

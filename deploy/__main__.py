@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("down", help="stop Kafka, Redis and Prometheus")
     sub.add_parser("status", help="show what is running")
     sub.add_parser("wipe", help="stop the stack and delete its data (keeps downloads)")
-    sub.add_parser("fetch", help="download the broker and the Spark connector jars only")
+    sub.add_parser("fetch", help="download the broker and the Spark connector jars, build the job's jar (spark_job/jvm)")
     sub.add_parser("settings", help="list every setting with its environment variable")
     sub.add_parser("cluster-up", help="start the local cluster: Redis, three KRaft brokers (topics with replication 3, "
                                       "min.insync.replicas 2), a Spark standalone master and two workers; builds the "
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "fetch":
             local_stack.ensure_java()
             local_stack.fetch_kafka(settings)
-            local_stack.fetch_spark_kafka_jars(settings)
+            local_stack.fetch_spark_jars(settings)
         elif args.command == "status":
             for name, info in local_stack.status(settings).items():
                 state = "ready" if info["ready"] else "down"

@@ -26,7 +26,7 @@ from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from deploy import executor_env
 from deploy.local_stack import (DEPLOY_DIR, KafkaBroker, RedisServer, Service, StackError, ensure_java,
-                                fetch_kafka, fetch_spark_kafka_jars, random_cluster_id)
+                                fetch_kafka, fetch_spark_jars, random_cluster_id)
 
 HOST = "127.0.0.1"
 REPLICATION = 3
@@ -267,7 +267,7 @@ def up(settings: Settings, log=print) -> Settings:
 
     ensure_java()
     settings.cluster_dir.mkdir(parents=True, exist_ok=True)
-    fetch_spark_kafka_jars(settings)
+    fetch_spark_jars(settings)
     clustered = cluster_settings(settings)
     executor_env.build(settings, log)
     try:
@@ -325,7 +325,7 @@ def build_app_zip(settings: Settings) -> Path:
 def submit_command(settings: Settings, job_args: list[str]) -> list[str]:
     """``spark-submit`` of the detector job to the cluster's master (client mode: the driver runs here,
     in this venv; the executors run the packed environment ``cluster-up`` built, the code from the zip)."""
-    from common.spark import kafka_connector_jars
+    from common.spark import job_jars
 
     app = build_app_zip(settings)
     environment = executor_env.existing(settings)
@@ -336,7 +336,7 @@ def submit_command(settings: Settings, job_args: list[str]) -> list[str]:
             "--name", "fraud-detectors",
             "--py-files", str(app),
             "--archives", f"{environment}#{executor_env.ENV_DIR_NAME}",
-            "--jars", ",".join(str(j) for j in kafka_connector_jars(settings)),
+            "--jars", ",".join(str(j) for j in job_jars(settings)),
             "--driver-memory", settings.spark_driver_memory,
             "--executor-memory", settings.cluster_spark_executor_memory,
             "--total-executor-cores", str(2 * settings.cluster_spark_worker_cores),

@@ -9,6 +9,7 @@ file written at run time (broker data, logs, pid files) under ``.run/``; both ar
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import shutil
 import signal
@@ -70,8 +71,47 @@ def fetch_kafka(settings: Settings) -> Path:
     return maven_copy_dependencies(pom, kafka_libs(settings))
 
 
-def fetch_spark_kafka_jars(settings: Settings) -> Path:
-    return maven_copy_dependencies(DEPLOY_DIR / "maven" / "spark-kafka" / "pom.xml", settings.spark_jars_dir)
+def fetch_spark_jars(settings: Settings) -> None:
+    """The jars the detector job puts on Spark's classpath (``common.spark.job_jars``)."""
+    maven_copy_dependencies(DEPLOY_DIR / "maven" / "spark-kafka" / "pom.xml", settings.spark_jars_dir)
+    build_spark_job_jar(settings)
+
+
+SPARK_JOB_JVM = REPO_ROOT / "spark_job" / "jvm"
+
+
+def spark_job_sources_digest() -> str:
+    """The digest of the job jar's pom and Java sources: the jar is built again when it changes."""
+    digest = hashlib.sha256()
+    for path in sorted([SPARK_JOB_JVM / "pom.xml", *(SPARK_JOB_JVM / "src").rglob("*.java")]):
+        digest.update(str(path.relative_to(SPARK_JOB_JVM)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def build_spark_job_jar(settings: Settings) -> Path:
+    """Build ``spark_job/jvm`` with Maven into ``settings.spark_job_jar`` unless its sources are unchanged."""
+    jar = settings.spark_job_jar
+    stamp = jar.with_name(jar.name + ".sources")
+    digest = spark_job_sources_digest()
+    if jar.exists() and stamp.exists() and stamp.read_text() == digest:
+        return jar
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise StackError("Maven (mvn) is not installed: install it (Debian: apt-get install maven) and retry.")
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    build_dir = jar.parent / "build"
+    shutil.rmtree(build_dir, ignore_errors=True)
+    cmd = [mvn, "-B", "-q", "-s", str(MAVEN_SETTINGS), "-f", str(SPARK_JOB_JVM / "pom.xml"), "package",
+           f"-Dbuild.dir={build_dir}"]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
+        raise StackError(f"building {SPARK_JOB_JVM.relative_to(REPO_ROOT)} failed: "
+                         f"{' '.join(errors) or result.stderr[-500:]}")
+    os.replace(build_dir / "fraud-spark-job.jar", jar)
+    shutil.rmtree(build_dir, ignore_errors=True)
+    stamp.write_text(digest)
+    return jar
 
 
 def _check_pom_version(pom: Path, prop: str, expected: str) -> None:
@@ -554,7 +594,7 @@ def up(settings: Settings, log=print, secure: bool = False, prometheus: bool = F
     ensure_java()
     log("fetching jars (cached after the first run) ...")
     fetch_kafka(settings)
-    fetch_spark_kafka_jars(settings)
+    fetch_spark_jars(settings)
     log(f"starting Redis on {redis_address(settings)} ...")
     RedisServer(settings).up()
     broker = KafkaBroker(settings, secure=secure)
@@ -596,6 +636,7 @@ def status(settings: Settings) -> dict[str, dict]:
                        "ready": PrometheusServer(settings).ready()},
         "spark-kafka jars": {"ready": (settings.spark_jars_dir / ".complete").exists(),
                              "address": str(settings.spark_jars_dir), "pid": None},
+        "spark job jar": {"ready": settings.spark_job_jar.exists(), "address": str(settings.spark_job_jar), "pid": None},
     }
 
 

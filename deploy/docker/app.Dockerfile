@@ -4,8 +4,8 @@
 #
 #   docker build -f deploy/docker/app.Dockerfile --target app .        (from the repository root)
 #
-# Stages: `jars` resolves the Spark Kafka connector with Maven at build time (the same pom and Maven
-# settings as the local stack's `python -m deploy fetch`); `jre` only supplies a Temurin JRE 17;
+# Stages: `jars` resolves the Spark Kafka connector and builds the job's jar (spark_job/jvm) with Maven at
+# build time (the same poms and Maven settings as the local stack's `python -m deploy fetch`); `jre` only supplies a Temurin JRE 17;
 # `app` is Python 3.11 + that JRE + the pinned Python packages + the connector jars + the code.
 # Settings reach the containers as FRAUD_* environment variables only (common/settings.py): the
 # ones set here are facts of the image's layout; compose sets the connections.
@@ -29,6 +29,10 @@ RUN mvn -B -q -s deploy/maven/settings.xml -f deploy/maven/spark-kafka/pom.xml \
         -DoutputDirectory=/out/spark-kafka -DincludeScope=runtime \
     && ls /out/spark-kafka/spark-sql-kafka-0-10_2.13-4.0.0.jar \
     && find /out/spark-kafka -name '*.jar' -printf '%f\n' | sort > /out/spark-kafka/.complete
+# The detector job's own jar (the contract's validation as a Spark UDF), built as `deploy fetch` does.
+COPY spark_job/jvm spark_job/jvm
+RUN mvn -B -q -s deploy/maven/settings.xml -f spark_job/jvm/pom.xml package -Dbuild.dir=/build/spark-job \
+    && mkdir -p /out/spark-job && cp /build/spark-job/fraud-spark-job.jar /out/spark-job/
 
 # --- a Java 17 runtime for Spark (copied whole, so the Python image needs no apt pins) ---------------
 FROM ${JRE_IMAGE} AS jre
@@ -53,6 +57,7 @@ RUN python -c "import tomllib; deps = tomllib.load(open('/tmp/deps/pyproject.tom
     && java -version
 
 COPY --from=jars /out/spark-kafka /opt/fraud/jars/spark-kafka
+COPY --from=jars /out/spark-job /opt/fraud/jars/spark-job
 
 # A non-root user owns only the state directory; the code and the jars stay read-only for it.
 RUN groupadd --system --gid 10001 fraud \
@@ -72,6 +77,7 @@ COPY deploy ./deploy
 
 # Paths of the image's layout (named volumes mounted on /var/lib/fraud/* inherit the ownership).
 ENV FRAUD_SPARK_JARS_DIR=/opt/fraud/jars/spark-kafka \
+    FRAUD_SPARK_JOB_JAR=/opt/fraud/jars/spark-job/fraud-spark-job.jar \
     FRAUD_RUN_DIR=/var/lib/fraud/run \
     FRAUD_CACHE_DIR=/var/lib/fraud/cache \
     FRAUD_CHECKPOINT_ROOT=/var/lib/fraud/checkpoints \

@@ -72,7 +72,9 @@ def test_the_job_is_submitted_to_the_master_with_the_code_the_jars_and_the_pytho
     jars = tmp_path / "jars"
     jars.mkdir()
     (jars / "spark-sql-kafka.jar").write_bytes(b"")
-    settings = settings.replace(spark_jars_dir=jars, cluster_dir=tmp_path / "cluster")
+    (tmp_path / "fraud-spark-job.jar").write_bytes(b"")
+    settings = settings.replace(spark_jars_dir=jars, spark_job_jar=tmp_path / "fraud-spark-job.jar",
+                                cluster_dir=tmp_path / "cluster")
     environment = executor_env.archive_path(settings, executor_env.runtime_requirements(),
                                             executor_env.pinned_versions())
     environment.parent.mkdir(parents=True)
@@ -80,7 +82,7 @@ def test_the_job_is_submitted_to_the_master_with_the_code_the_jars_and_the_pytho
     cmd = submit_command(settings, ["velocity"])
     assert cmd[0].endswith("bin/spark-submit")
     assert cmd[cmd.index("--master") + 1] == "spark://127.0.0.1:41006"
-    assert cmd[cmd.index("--jars") + 1] == str(jars / "spark-sql-kafka.jar")
+    assert cmd[cmd.index("--jars") + 1] == f"{jars / 'spark-sql-kafka.jar'},{tmp_path / 'fraud-spark-job.jar'}"
     # Executors: the packed env, unpacked as ./environment; the driver: this venv.
     assert cmd[cmd.index("--archives") + 1] == f"{environment}#environment"
     assert "spark.pyspark.python=./environment/bin/python" in cmd
