@@ -24,8 +24,9 @@ def job_jars(settings: Settings) -> list[Path]:
     return [*jars, settings.spark_job_jar]
 
 
-# The validation's generated code (one CASE of ~60 rules, spark_job/parsing.py) is a method over HotSpot's
-# 8,000-byte limit, which it would leave to the interpreter (docs/performance.md, "Spark settings and why").
+# HotSpot leaves methods over 8,000 bytes of bytecode to the interpreter. The validation's generated code was
+# one until it became a Java UDF (spark_job/jvm); kept for the generated code of large compiled batches, not
+# measured since (docs/performance.md, "Spark settings and why").
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 

@@ -153,8 +153,7 @@ def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequenc
     the plan has them, all written in one transaction per micro-batch.
 
     ``reads``: the job's read-and-validate DataFrames by source options, shared by its queries (each
-    query still gets a source of its own when it starts). Building the validation's columns is a few
-    thousand py4j calls: seconds in a JVM that has just started, i.e. after every restart."""
+    query still gets a source of its own when it starts), so a restarted job builds them once."""
     by_name = {d.name: d for d in detectors}
     reads = {} if reads is None else reads
     source = (options.starting_offsets, options.max_offsets_per_trigger, options.fail_on_data_loss,
