@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from common.cli_errors import UNAVAILABLE, UserError
-from common.settings import Settings, get_settings
+from common.settings import REPO_ROOT, Settings, get_settings
+
+
+SPARK_JOB_JVM = REPO_ROOT / "spark_job" / "jvm"
+
+
+def spark_job_sources_digest() -> str:
+    """The digest of the job jar's pom and Java sources, written beside the jar when it is built."""
+    digest = hashlib.sha256()
+    for path in sorted([SPARK_JOB_JVM / "pom.xml", *(SPARK_JOB_JVM / "src").rglob("*.java")]):
+        digest.update(str(path.relative_to(SPARK_JOB_JVM)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def job_jar_stamp(jar: Path) -> Path:
+    return jar.with_name(jar.name + ".sources")
 
 
 def job_jars(settings: Settings) -> list[Path]:
@@ -21,6 +37,10 @@ def job_jars(settings: Settings) -> list[Path]:
     if not settings.spark_job_jar.exists():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is not built: "
                         f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
+    stamp = job_jar_stamp(settings.spark_job_jar)     # an image's jar has none: built with its sources
+    if stamp.exists() and stamp.read_text() != spark_job_sources_digest():
+        raise UserError(f"the detector job's jar {settings.spark_job_jar} is older than spark_job/jvm: "
+                        f"run `make fetch` (or `python -m deploy fetch`) to build it again", UNAVAILABLE)
     return [*jars, settings.spark_job_jar]
 
 

@@ -9,7 +9,6 @@ file written at run time (broker data, logs, pid files) under ``.run/``; both ar
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import shutil
 import signal
@@ -24,6 +23,7 @@ from pathlib import Path
 from common.kafka_clients import describe_endpoint
 from common.redis_clients import redis_address
 from common.settings import REPO_ROOT, Settings
+from common.spark import SPARK_JOB_JVM, job_jar_stamp, spark_job_sources_digest
 from common.waiting import wait_until
 from deploy.private_files import write_private
 from deploy.processes import tail_file
@@ -77,27 +77,19 @@ def fetch_spark_jars(settings: Settings) -> None:
     build_spark_job_jar(settings)
 
 
-SPARK_JOB_JVM = REPO_ROOT / "spark_job" / "jvm"
-
-
-def spark_job_sources_digest() -> str:
-    """The digest of the job jar's pom and Java sources: the jar is built again when it changes."""
-    digest = hashlib.sha256()
-    for path in sorted([SPARK_JOB_JVM / "pom.xml", *(SPARK_JOB_JVM / "src").rglob("*.java")]):
-        digest.update(str(path.relative_to(SPARK_JOB_JVM)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
-
-
 def build_spark_job_jar(settings: Settings) -> Path:
     """Build ``spark_job/jvm`` with Maven into ``settings.spark_job_jar`` unless its sources are unchanged."""
     jar = settings.spark_job_jar
-    stamp = jar.with_name(jar.name + ".sources")
+    stamp = job_jar_stamp(jar)
     digest = spark_job_sources_digest()
     if jar.exists() and stamp.exists() and stamp.read_text() == digest:
         return jar
     mvn = shutil.which("mvn")
     if mvn is None:
         raise StackError("Maven (mvn) is not installed: install it (Debian: apt-get install maven) and retry.")
+    if shutil.which("javac") is None:
+        raise StackError(f"building {SPARK_JOB_JVM.relative_to(REPO_ROOT)} needs a Java 17+ JDK, not only a JRE "
+                         "(Debian: apt-get install openjdk-17-jdk-headless).")
     jar.parent.mkdir(parents=True, exist_ok=True)
     build_dir = jar.parent / "build"
     shutil.rmtree(build_dir, ignore_errors=True)
