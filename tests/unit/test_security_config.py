@@ -103,12 +103,15 @@ def test_cluster_ids_look_like_kafkas():
     assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{21}", cluster_id) for cluster_id in ids)
 
 
-def test_no_kafka_or_redis_secret_reaches_the_spark_configuration():
+def test_no_kafka_or_redis_secret_reaches_the_spark_configuration(tmp_path):
     # PySpark hands every SparkConf entry to spark-submit as --conf on its command line: the Kafka
     # credentials must stay in the sources' and sinks' options, never the session's configuration.
     from common.spark import session_config
 
-    secure = SECURE.replace(redis_password="redis-secret-pw")
+    (tmp_path / "spark-sql-kafka.jar").write_bytes(b"")       # no downloads in a unit test
+    (tmp_path / "fraud-spark-job.jar").write_bytes(b"")
+    secure = SECURE.replace(redis_password="redis-secret-pw", spark_jars_dir=tmp_path,
+                            spark_job_jar=tmp_path / "fraud-spark-job.jar")
     config = session_config(secure, "tests", with_kafka=True)
     text = " ".join(f"{k}={v}" for k, v in config.items())
     assert secure.kafka_sasl_password not in text and "redis-secret-pw" not in text
