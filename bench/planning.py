@@ -17,8 +17,8 @@ import tempfile
 import time
 import uuid
 
+from bench.workload import publish_values
 from common.kafka_admin import TopicSpec, create_topics, delete_topics
-from common.kafka_io import make_producer
 from common.settings import get_settings
 from common.spark import get_spark
 from deploy.local_stack import fetch_spark_jars
@@ -48,12 +48,9 @@ def main() -> None:
               TopicSpec(f"{prefix}.dlq", 1), TopicSpec(f"{prefix}.markers", 1, {"cleanup.policy": "compact"})]
     create_topics(base, topics)
     try:
-        producer = make_producer(base)
-        for batch in Simulator(SimConfig(seed=3, customers=2000)).take(args.transactions):
-            for value in batch.values:
-                producer.send(prefix, key=json.loads(value)["card_id"].encode(), value=value)
-        producer.flush()
-        producer.close()
+        values = [v for batch in Simulator(SimConfig(seed=3, customers=2000)).take(args.transactions)
+                  for v in batch.values]
+        publish_values(base, prefix, [json.loads(v)["card_id"].encode() for v in values], values)
         spark = get_spark("bench-planning", settings)
         detectors = registry.all()
         for round_ in range(args.rounds):

@@ -40,23 +40,28 @@ class StackError(RuntimeError):
 # Downloads (cached)
 # --------------------------------------------------------------------------------------------
 
+def run_maven(pom: Path, goals: list[str], failure: str) -> None:
+    """``mvn`` on ``pom`` with the project's Maven settings; a failure is a ``StackError`` starting with
+    ``failure`` and quoting Maven's first errors."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise StackError("Maven (mvn) is not installed: install it (Debian: apt-get install maven) and retry.")
+    result = subprocess.run([mvn, "-B", "-q", "-s", str(MAVEN_SETTINGS), "-f", str(pom), *goals],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
+        raise StackError(f"{failure}: {' '.join(errors) or result.stderr[-500:]}")
+
+
 def maven_copy_dependencies(pom: Path, out_dir: Path) -> Path:
     """Resolve a pom's runtime dependencies from Maven Central into ``out_dir`` (once)."""
     done = out_dir / ".complete"
     if done.exists():
         return out_dir
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise StackError("Maven (mvn) is not installed: install it (Debian: apt-get install maven) and retry.")
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [mvn, "-B", "-q", "-s", str(MAVEN_SETTINGS), "-f", str(pom),
-           "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
-           f"-DoutputDirectory={out_dir}", "-DincludeScope=runtime"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
-        raise StackError(f"downloading the jars of {pom.relative_to(REPO_ROOT)} failed "
-                         f"(is Maven Central reachable?): {' '.join(errors) or result.stderr[-500:]}")
+    run_maven(pom, ["org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies",
+                    f"-DoutputDirectory={out_dir}", "-DincludeScope=runtime"],
+              f"downloading the jars of {pom.relative_to(REPO_ROOT)} failed (is Maven Central reachable?)")
     done.write_text("\n".join(sorted(p.name for p in out_dir.glob("*.jar"))) + "\n")
     return out_dir
 
@@ -84,22 +89,14 @@ def build_spark_job_jar(settings: Settings) -> Path:
     digest = spark_job_sources_digest()
     if jar.exists() and stamp.exists() and stamp.read_text() == digest:
         return jar
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise StackError("Maven (mvn) is not installed: install it (Debian: apt-get install maven) and retry.")
     if shutil.which("javac") is None:
         raise StackError(f"building {SPARK_JOB_JVM.relative_to(REPO_ROOT)} needs a Java 17+ JDK, not only a JRE "
                          "(Debian: apt-get install openjdk-17-jdk-headless).")
     jar.parent.mkdir(parents=True, exist_ok=True)
     build_dir = jar.parent / "build"
     shutil.rmtree(build_dir, ignore_errors=True)
-    cmd = [mvn, "-B", "-q", "-s", str(MAVEN_SETTINGS), "-f", str(SPARK_JOB_JVM / "pom.xml"), "package",
-           f"-Dbuild.dir={build_dir}"]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        errors = [line for line in result.stdout.splitlines() if "ERROR" in line][:3]
-        raise StackError(f"building {SPARK_JOB_JVM.relative_to(REPO_ROOT)} failed: "
-                         f"{' '.join(errors) or result.stderr[-500:]}")
+    run_maven(SPARK_JOB_JVM / "pom.xml", ["package", f"-Dbuild.dir={build_dir}"],
+              f"building {SPARK_JOB_JVM.relative_to(REPO_ROOT)} failed")
     os.replace(build_dir / "fraud-spark-job.jar", jar)
     shutil.rmtree(build_dir, ignore_errors=True)
     stamp.write_text(digest)

@@ -25,7 +25,6 @@ class JobQueries:
         self.spark, self.detectors, self.settings, self.options = spark, list(detectors), settings, options
         self.plans = {plan.name: plan for plan in plan_queries([d.name for d in self.detectors], options)}
         self.running: dict[str, object] = {}
-        self.reads: dict = {}                          # read-and-validate DataFrames the queries share
         self.quarantined: dict[str, tuple] = {}        # query name -> (the detector set apart, its options)
 
     def start_all(self) -> list:
@@ -93,10 +92,9 @@ class JobQueries:
         if name in self.quarantined:
             detector, options = self.quarantined[name]
             query = start_planned_query(self.spark, QueryPlan(name, (detector.name,)), [detector], self.settings,
-                                        options, self.reads)
+                                        options)
         else:
-            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options,
-                                        self.reads)
+            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options)
         self.running[name] = query
         return query
 

@@ -55,7 +55,9 @@ def is_card_candidate(candidate: Column) -> Column:
 
 
 def register_validation(spark: SparkSession) -> None:
-    """Register the contract's UDF in ``spark`` (idempotent; its jar is on ``spark.jars``: common.spark)."""
+    """Register the contract's UDF in ``spark`` once (its jar is on ``spark.jars``: common.spark)."""
+    if spark.catalog.functionExists(VALIDATION_FUNCTION):
+        return
     jvm = spark.sparkContext._jvm
     try:
         validation = getattr(jvm, VALIDATION_CLASS)(

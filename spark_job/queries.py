@@ -147,20 +147,12 @@ def query_name(detector: Detector) -> str:
 
 
 def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,
-                        options: RunOptions, reads: dict | None = None):
+                        options: RunOptions):
     """Start the query of ``plan``: one read and validation of the topic, one branch per detector (in
     the registry's order, longest-running first: see ``detectors.registry``) and the dead letters if
-    the plan has them, all written in one transaction per micro-batch.
-
-    ``reads``: the job's read-and-validate DataFrames by source options, shared by its queries (each
-    query still gets a source of its own when it starts), so a restarted job builds them once."""
+    the plan has them, all written in one transaction per micro-batch."""
     by_name = {d.name: d for d in detectors}
-    reads = {} if reads is None else reads
-    source = (options.starting_offsets, options.max_offsets_per_trigger, options.fail_on_data_loss,
-              tuple(sorted(options.extra_source_options.items())))
-    if source not in reads:
-        reads[source] = with_validation(read_transactions(spark, settings, options))
-    checked = counted(reads[source], plan.name)
+    checked = counted(with_validation(read_transactions(spark, settings, options)), plan.name)
     if not plan.detectors:                       # the dead letters alone: no shuffle needed
         return start_query(dlq_rows(checked, settings), plan.name, settings, options)
     once = read_once(checked, settings)

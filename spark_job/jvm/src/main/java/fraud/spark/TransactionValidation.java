@@ -167,7 +167,7 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
         }
         for (String name : idFields) {
             String id = (String) txn.get(name);
-            if (id.chars().allMatch(c -> c == ' ')) {
+            if (onlySpaces(id)) {
                 throw new Invalid(name + " is empty");
             }
             if (id.codePointCount(0, id.length()) > maxIdLength) {
@@ -366,6 +366,16 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
             throw new Invalid(name + " is out of range");
         }
         return Double.parseDouble(number.toString());
+    }
+
+    /** Python's ``not text.strip(" ")``. */
+    private static boolean onlySpaces(String text) {
+        for (int i = 0; i < text.length(); i++) {
+            if (text.charAt(i) != ' ') {
+                return false;
+            }
+        }
+        return true;
     }
 
     /** common/card_numbers.py's holds_card_number: a candidate whose digits pass the Luhn check. */
