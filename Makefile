@@ -66,7 +66,7 @@ e2e-cluster: fetch ## the cluster suite (tests/cluster): chaos on the cluster (a
 
 .PHONY: demo
 demo: fetch ## the whole diamond on the local stack (see README)
-	$(PY) -m demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE)) $(if $(KEEP),--keep-running)
+	$(PY) -m demo $(if $(DURATION),--duration $(DURATION)) $(if $(RATE),--rate $(RATE)) $(if $(KEEP),--keep-running) $(if $(DETECTORS),--detectors $(DETECTORS))
 
 .PHONY: clean
 clean: down ## remove the venv, downloads and run-time data

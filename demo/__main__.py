@@ -21,7 +21,7 @@ from common.metrics_http import metrics_urls
 from common.settings import REPO_ROOT, Settings, get_settings
 from common.waiting import wait_until
 from demo.diamond import LocalDiamond, Traffic, dashboard_url
-from demo.drain import Drain, writer_ids
+from demo.drain import Drain
 from demo.monitor import PipelineMonitor
 
 # Every fraud scenario on. Our default simulator profile leaves one of the Handbook's scenarios off
@@ -53,6 +53,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="seconds of simulated traffic (default 60)")
     parser.add_argument("--rate", type=positive_float, default=1000, help="transactions per second (default 1000)")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--detectors", nargs="+", metavar="NAME", default=None,
+                        help="run only these detectors (default: every registered one); e.g. to see what one "
+                             "detector costs the others in latency")
     parser.add_argument("--keep-running", action="store_true",
                         help="after the report, keep the services and the dashboard up until Ctrl-C")
     parser.add_argument("--out", type=Path, default=None, help="report folder (default artifacts/demo/<run>)")
@@ -62,7 +65,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-live", action="store_true",
                         help=f"plain log lines (one every {PLAIN_LINE_EVERY_S:.0f} s) instead of the live view; "
                              "the default without a terminal")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.detectors:
+        from detectors import registry
+
+        unknown = [name for name in args.detectors if name not in registry.names()]
+        if unknown:
+            parser.error(f"no detector named {', '.join(unknown)}; registered: {', '.join(registry.names())}")
+        args.detectors = tuple(dict.fromkeys(args.detectors))
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     say = _printer()
     traffic = Traffic(seed=args.seed, duration=args.duration, rate=args.rate, scenarios=DEMO_SCENARIOS)
     exit_code = 0
-    diamond = LocalDiamond(get_settings(), run_id, traffic, say, keep_topics=args.keep_topics)
+    diamond = LocalDiamond(get_settings(), run_id, traffic, say, keep_topics=args.keep_topics,
+                           detectors=args.detectors or ())
     try:
         with diamond:
             monitor = PipelineMonitor(diamond.settings)
@@ -137,7 +149,7 @@ def _live_view(diamond: LocalDiamond, producer, monitor: PipelineMonitor, dashbo
         t.add_row("dead letters", f"{f['dead_letters']:,}")
         return t
 
-    drain = Drain(diamond.settings, writer_ids())
+    drain = Drain(diamond.settings, diamond.writer_ids())
     deadline = time.monotonic() + args.duration + args.drain_timeout
     live = None if args.no_live or not sys.stdout.isatty() else Live(table(), refresh_per_second=2)
     plain_line = Every(PLAIN_LINE_EVERY_S)

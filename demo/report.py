@@ -38,7 +38,7 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
         latencies = sorted(monitor.latencies)
         lag = list(monitor.lag_samples)
     labels = load_labels(labels_path) if labels_path.exists() else {}
-    detectors = registry.all()
+    detectors = registry.resolve(list(getattr(args, "detectors", None) or ()))
     quality = score(detectors, alerts, labels)
     late = sum(1 for label in labels.values() if label.get("late"))
     first_alert = (figures["first_alert_at"] - traffic_started) if figures["first_alert_at"] else None

@@ -65,3 +65,22 @@ def test_the_second_half_latency_counts_the_alerts_of_transactions_after_the_tra
     figures = monitor.snapshot()["latency_by_detector"]["double_swipe"]
     assert figures["count"] == 6 and figures["p99"] > 25
     assert figures["second_half_p99"] == pytest.approx(2.0, abs=0.05)
+
+
+def test_the_demo_can_run_some_detectors_and_then_drains_their_queries_only(tmp_path, capsys):
+    from common.settings import Settings
+    from demo.__main__ import parse_args
+    from demo.diamond import LocalDiamond, Traffic
+
+    args = parse_args(["--detectors", "amount_anomaly", "ml_score", "amount_anomaly"])
+    assert args.detectors == ("amount_anomaly", "ml_score")
+    diamond = LocalDiamond(Settings.from_env({"run_dir": tmp_path}), "r1", Traffic(seed=7, duration=1, rate=1),
+                           lambda _: None, detectors=args.detectors)
+    # amount_anomaly alone is not the rules group: it runs as a query of its own, not detectors-rules.
+    assert sorted(diamond.writer_ids()) == ["detector-amount_anomaly", "detectors-ml"]
+    assert "detectors-rules" in LocalDiamond(Settings.from_env({"run_dir": tmp_path}), "r2",
+                                             Traffic(seed=7, duration=1, rate=1), lambda _: None).writer_ids()
+    with pytest.raises(SystemExit) as refused:
+        parse_args(["--detectors", "amount_anomaly", "no_such"])
+    assert refused.value.code == 2
+    assert "no detector named no_such; registered: double_swipe" in capsys.readouterr().err
