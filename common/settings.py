@@ -127,6 +127,9 @@ class Settings:
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
     # The detector job's own jar (spark_job/jvm: the contract's validation), built by `deploy fetch`.
     spark_job_jar: Path = _env("FRAUD_SPARK_JOB_JAR", REPO_ROOT / ".cache" / "jars" / "spark-job" / "fraud-spark-job.jar")
+    # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing): a JVM
+    # mapping them starts and plans its first batches sooner (docs/performance.md). Empty: none.
+    spark_class_archive: str = _env("FRAUD_SPARK_CLASS_ARCHIVE", str(REPO_ROOT / ".cache" / "spark-classes.jsa"))
 
     # --- Metrics (docs/metrics.md): each process serves /metrics in the Prometheus text format -------
     metrics_enabled: bool = _env("FRAUD_METRICS_ENABLED", True)      # false: no endpoint, no per-batch cost

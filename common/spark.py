@@ -44,6 +44,39 @@ def job_jars(settings: Settings) -> list[Path]:
     return [*jars, settings.spark_job_jar]
 
 
+def class_archive_key() -> str:
+    """What a class archive is valid for: this JVM and pyspark's jars. (HotSpot itself refuses an archive
+    of another JVM or class path, with a warning; the key says so before a JVM is started.)"""
+    import shutil
+
+    import pyspark
+
+    java = os.path.realpath(shutil.which("java") or "java")
+    jars = sorted(path.name for path in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    return hashlib.sha256("\n".join([java, pyspark.__version__, *jars]).encode()).hexdigest()
+
+
+def class_archive_stamp(archive: Path) -> Path:
+    return archive.with_name(archive.name + ".key")
+
+
+def class_archive(settings: Settings) -> Path | None:
+    """The driver's class-data sharing archive (``deploy fetch`` records it), when there is one for this
+    JVM and these jars and the driver is local (a cluster's driver has other jars)."""
+    if not settings.spark_class_archive or not settings.spark_master.startswith("local"):
+        return None
+    archive = Path(settings.spark_class_archive)
+    stamp = class_archive_stamp(archive)
+    if archive.exists() and stamp.exists() and stamp.read_text() == class_archive_key():
+        return archive
+    return None
+
+
+def driver_jvm_options(settings: Settings) -> str:
+    archive = class_archive(settings)
+    return f"{jvm_options(settings)} -XX:SharedArchiveFile={archive}" if archive else jvm_options(settings)
+
+
 # HotSpot leaves methods over 8,000 bytes of bytecode to the interpreter. The validation's generated code was
 # one until it became a Java UDF (spark_job/jvm); kept for the generated code of large compiled batches, not
 # measured since (docs/performance.md, "Spark settings and why").
@@ -101,7 +134,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.python.daemon.module": "common.pyspark_daemon",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.sql.warehouse.dir": str(settings.run_dir / "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {jvm_options(settings)}",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {driver_jvm_options(settings)}",
         "spark.executor.extraJavaOptions": jvm_options(settings),
     }
     if not settings.spark_local_checksum_files:

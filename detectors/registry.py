@@ -78,10 +78,15 @@ def problems(detectors: list[Detector]) -> list[str]:
     return [message for message in map(problem, detectors) if message]
 
 
+def preflight(detector: Detector):
+    """Its module's ``preflight(params)``, or None for a detector that needs nothing besides the stream."""
+    return getattr(sys.modules.get(detector.detect.__module__), "preflight", None)
+
+
 def problem(detector: Detector) -> str | None:
     """What would stop ``detector`` at start (its module's ``preflight``), starting with its name; None
     when nothing would."""
-    check = getattr(sys.modules.get(detector.detect.__module__), "preflight", None)
+    check = preflight(detector)
     if check is None:
         return None
     try:

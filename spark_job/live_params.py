@@ -41,7 +41,8 @@ class ParamsFollower:
             log.warning("no topic %s: parameters stay as in the code (create it: python -m deploy up)", self.topic)
         self.partitions = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         self.consumer.assign(self.partitions)
-        self.consumer.seek_to_beginning(*self.partitions)
+        if self.partitions:        # kafka-python reads no partitions as "every assigned one" and raises
+            self.consumer.seek_to_beginning(*self.partitions)
 
     def initial(self, timeout_ms: int = 30_000) -> dict[str, ParamRecord]:
         """The last record per detector, up to the topic's end now."""

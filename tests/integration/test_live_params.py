@@ -110,3 +110,14 @@ def _at_least(alerts: list[dict], count: int) -> list[dict] | None:
 
 def _alerts(s) -> list[dict]:
     return [json.loads(r.value) for r in read_topic(s, s.topic_alerts, timeout=5)]
+
+
+def test_without_a_parameters_topic_the_job_runs_with_the_parameters_in_the_code(stack, caplog):
+    """A stack whose parameters topic is gone (deleted by hand, another deployment's names) warns once
+    and goes on: no parameters to apply, none to poll."""
+    follower = ParamsFollower(stack.replace(topic_params="no-such-params-topic"))
+    try:
+        assert follower.initial() == {} and follower.poll() == {}
+        assert "no topic no-such-params-topic" in caplog.text
+    finally:
+        follower.consumer.close()
