@@ -78,8 +78,8 @@ def driver_jvm_options(settings: Settings) -> str:
 
 
 # HotSpot leaves methods over 8,000 bytes of bytecode to the interpreter. The validation's generated code was
-# one until it became a Java UDF (spark_job/jvm); kept for the generated code of large compiled batches, not
-# measured since (docs/performance.md, "Spark settings and why").
+# one until it became a Java UDF (spark_job/jvm); kept for the generated code of large compiled batches
+# (HotSpot's default measured no different in make demo since: docs/performance.md, "Spark settings and why").
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 

@@ -3,9 +3,10 @@
 A Spark driver loads some 22,000 classes before its first micro-batch, and a restarted detector job pays
 for that again. HotSpot can map classes from an archive instead of loading and verifying them one by
 one (class-data sharing, ``-XX:SharedArchiveFile``); ``common.spark`` gives a local driver the archive
-when one exists for this JVM and these jars. It is recorded by running ``spark_job.class_recording`` in a child
-process, with ``-XX:ArchiveClassesAtExit``: the JVM writes the archive when it exits. Without an archive (none recorded, another JVM) everything works as before, only slower
-to start: a failure to record one is a warning, not an error.
+when one exists for this JVM and these jars. It is recorded by running ``spark_job.class_recording`` in
+a child process with ``-XX:ArchiveClassesAtExit``: the JVM writes the archive as it exits. Without one
+(none recorded, another JVM) everything works as before, only slower to start, so a failure to record
+it is a warning, not an error.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def build(settings: Settings, log: Callable[[str], None] = print) -> Path | None
         return archive
     log("recording the classes Spark loads, for a faster start (once, about a minute) ...")
     archive.parent.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_name(archive.name + ".partial")
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")     # two fetches at once: both record
     partial.unlink(missing_ok=True)
     try:
         done = subprocess.run([sys.executable, "-m", "spark_job.class_recording", str(partial)], cwd=REPO_ROOT,
