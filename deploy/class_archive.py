@@ -1,7 +1,7 @@
 """The Spark driver's class-data sharing archive, recorded once by ``deploy fetch``.
 
-A Spark driver loads some 22,000 classes before its first micro-batch, and a restarted detector job pays
-for that again. HotSpot can map classes from an archive instead of loading and verifying them one by
+A Spark driver loads and verifies Spark's classes one by one before its first micro-batch, and a
+restarted detector job pays for that again (docs/performance.md: how many, and what the archive saves). HotSpot can map classes from an archive instead of loading and verifying them one by
 one (class-data sharing, ``-XX:SharedArchiveFile``); ``common.spark`` gives a local driver the archive
 when one exists for this JVM and these jars. It is recorded by running ``spark_job.class_recording`` in
 a child process with ``-XX:ArchiveClassesAtExit``: the JVM writes the archive as it exits. Without one
