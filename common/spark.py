@@ -60,12 +60,20 @@ def class_archive_stamp(archive: Path) -> Path:
     return archive.with_name(archive.name + ".key")
 
 
-def class_archive(settings: Settings) -> Path | None:
-    """The driver's class-data sharing archive (``deploy fetch`` records it), when there is one for this
-    JVM and these jars and the driver is local (a cluster's driver has other jars)."""
+def class_archive_path(settings: Settings) -> Path | None:
+    """Where the driver's class-data sharing archive goes; None when there is none to have: the setting
+    is empty, or the driver is not local (a cluster's driver has other jars)."""
     if not settings.spark_class_archive or not settings.spark_master.startswith("local"):
         return None
-    archive = Path(settings.spark_class_archive)
+    return Path(settings.spark_class_archive)
+
+
+def driver_class_archive(settings: Settings) -> Path | None:
+    """The archive a local driver maps: ``class_archive_path``, when ``deploy fetch`` recorded it for this
+    JVM and these jars."""
+    archive = class_archive_path(settings)
+    if archive is None:
+        return None
     stamp = class_archive_stamp(archive)
     if archive.exists() and stamp.exists() and stamp.read_text() == class_archive_key():
         return archive
@@ -73,7 +81,7 @@ def class_archive(settings: Settings) -> Path | None:
 
 
 def driver_jvm_options(settings: Settings) -> str:
-    archive = class_archive(settings)
+    archive = driver_class_archive(settings)
     return f"{jvm_options(settings)} -XX:SharedArchiveFile={archive}" if archive else jvm_options(settings)
 
 

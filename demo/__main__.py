@@ -69,10 +69,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.detectors:
         from detectors import registry
 
-        unknown = [name for name in args.detectors if name not in registry.names()]
-        if unknown:
-            parser.error(f"no detector named {', '.join(unknown)}; registered: {', '.join(registry.names())}")
-        args.detectors = tuple(dict.fromkeys(args.detectors))
+        try:
+            args.detectors = tuple(d.name for d in registry.resolve(args.detectors))
+        except registry.UnknownDetectorError as error:
+            parser.error(str(error))
     return args
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from common.settings import REPO_ROOT, Settings
-from common.spark import class_archive, class_archive_key, class_archive_stamp
+from common.spark import class_archive_key, class_archive_path, class_archive_stamp, driver_class_archive
 from common.waiting import wait_until
 
 RECORD_TIMEOUT_S = 600
@@ -27,11 +27,10 @@ JVM_EXIT_TIMEOUT_S = 180
 
 
 def build(settings: Settings, log: Callable[[str], None] = print) -> Path | None:
-    """Record the archive unless a valid one exists; its path, or None (none configured, or recording failed)."""
-    if not settings.spark_class_archive:
-        return None
-    archive = Path(settings.spark_class_archive)
-    if class_archive(settings) is not None:
+    """Record the archive unless a valid one exists; its path, or None (none to have for this driver, or
+    recording failed)."""
+    archive = class_archive_path(settings)
+    if archive is None or driver_class_archive(settings) is not None:
         return archive
     log("recording the classes Spark loads, for a faster start (once, about a minute) ...")
     archive.parent.mkdir(parents=True, exist_ok=True)

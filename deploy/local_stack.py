@@ -23,8 +23,7 @@ from pathlib import Path
 from common.kafka_clients import describe_endpoint
 from common.redis_clients import redis_address
 from common.settings import REPO_ROOT, Settings
-from common.spark import SPARK_JOB_JVM, job_jar_stamp, spark_job_sources_digest
-from common.spark import class_archive as class_archive_for  # the name class_archive is deploy's module
+from common.spark import SPARK_JOB_JVM, driver_class_archive, job_jar_stamp, spark_job_sources_digest
 from common.waiting import wait_until
 from deploy import class_archive
 from deploy.private_files import write_private
@@ -629,7 +628,7 @@ def status(settings: Settings) -> dict[str, dict]:
         "spark-kafka jars": {"ready": (settings.spark_jars_dir / ".complete").exists(),
                              "address": str(settings.spark_jars_dir), "pid": None},
         "spark job jar": {"ready": settings.spark_job_jar.exists(), "address": str(settings.spark_job_jar), "pid": None},
-        "spark classes": {"ready": class_archive_for(settings) is not None, "pid": None,
+        "spark classes": {"ready": driver_class_archive(settings) is not None, "pid": None,
                           "address": settings.spark_class_archive or "(none: FRAUD_SPARK_CLASS_ARCHIVE is empty)"},
     }
 

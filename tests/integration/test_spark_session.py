@@ -24,9 +24,9 @@ def test_the_jvm_compiles_huge_generated_methods(spark):
 
 def test_the_driver_maps_the_class_archive_that_fetch_recorded(spark, settings):
     """``deploy fetch`` records the classes Spark loads (deploy/class_archive.py); a local driver maps them."""
-    from common.spark import class_archive
+    from common.spark import driver_class_archive
 
-    archive = class_archive(settings)
+    archive = driver_class_archive(settings)
     assert archive is not None, "no class archive recorded for this JVM and these jars"
     runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
     assert f"-XX:SharedArchiveFile={archive}" in list(runtime.getInputArguments())

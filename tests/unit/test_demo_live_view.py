@@ -83,4 +83,4 @@ def test_the_demo_can_run_some_detectors_and_then_drains_their_queries_only(tmp_
     with pytest.raises(SystemExit) as refused:
         parse_args(["--detectors", "amount_anomaly", "no_such"])
     assert refused.value.code == 2
-    assert "no detector named no_such; registered: double_swipe" in capsys.readouterr().err
+    assert "no detector named 'no_such'; registered: double_swipe" in capsys.readouterr().err

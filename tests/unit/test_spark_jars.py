@@ -65,3 +65,14 @@ def test_a_local_driver_maps_the_class_archive_recorded_for_this_jvm_and_these_j
     assert "SharedArchiveFile" not in config["spark.executor.extraJavaOptions"]
     assert "SharedArchiveFile" not in driver_options(settings.replace(spark_master="spark://127.0.0.1:7077"))
     assert "SharedArchiveFile" not in driver_options(settings.replace(spark_class_archive=""))
+
+
+def test_no_class_archive_is_recorded_for_a_cluster_driver_or_when_none_is_wanted(tmp_path, settings):
+    from deploy import class_archive
+
+    said = []
+    archive = str(tmp_path / "spark-classes.jsa")
+    assert class_archive.build(settings.replace(spark_class_archive=archive, spark_master="spark://127.0.0.1:7077"),
+                               said.append) is None
+    assert class_archive.build(settings.replace(spark_class_archive=""), said.append) is None
+    assert said == [] and list(tmp_path.iterdir()) == []
