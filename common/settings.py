@@ -71,6 +71,10 @@ class Settings:
     # detector in no group runs in a query of its own. python -m detectors run --groups overrides it.
     detector_groups: str = _env("FRAUD_DETECTOR_GROUPS",
                                 "rules=double_swipe,impossible_travel,amount_anomaly,velocity;ml=ml_score")
+    # A group's query starts a micro-batch every so many seconds instead of as soon as the last one ended:
+    # ml_score's query, running back to back, took half of what two cores give the rule detectors' query
+    # (docs/performance.md, "Real time in make demo"). python -m detectors run --group-triggers overrides it.
+    detector_group_triggers: str = _env("FRAUD_DETECTOR_GROUP_TRIGGERS", "ml=3")
     # Records a detector query reads per micro-batch at most (Spark's maxOffsetsPerTrigger). Behind
     # (after a restart), larger batches cost less per record; a smaller bound commits sooner but cuts the
     # partitions at different event times (docs/deployment.md). --max-offsets-per-trigger overrides it.

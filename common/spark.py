@@ -27,13 +27,9 @@ def job_jar_stamp(jar: Path) -> Path:
     return jar.with_name(jar.name + ".sources")
 
 
-def job_jars(settings: Settings) -> list[Path]:
-    """The Spark Kafka connector and its dependencies, and the job's own jar (the contract's validation,
-    ``spark_job/jvm``): fetched and built by ``python -m deploy fetch``."""
-    jars = sorted(settings.spark_jars_dir.glob("*.jar"))
-    if not jars:
-        raise UserError(f"no Spark Kafka connector jars in {settings.spark_jars_dir}: "
-                        f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
+def job_jar(settings: Settings) -> Path:
+    """The job's own jar (``spark_job/jvm``: the contract's validation and the detectors' pair operator),
+    built by ``python -m deploy fetch``; every session has it, the detectors' harness too."""
     if not settings.spark_job_jar.exists():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is not built: "
                         f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
@@ -41,7 +37,17 @@ def job_jars(settings: Settings) -> list[Path]:
     if stamp.exists() and stamp.read_text() != spark_job_sources_digest():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is older than spark_job/jvm: "
                         f"run `make fetch` (or `python -m deploy fetch`) to build it again", UNAVAILABLE)
-    return [*jars, settings.spark_job_jar]
+    return settings.spark_job_jar
+
+
+def job_jars(settings: Settings) -> list[Path]:
+    """The Spark Kafka connector and its dependencies, and the job's own jar: fetched and built by
+    ``python -m deploy fetch``."""
+    jars = sorted(settings.spark_jars_dir.glob("*.jar"))
+    if not jars:
+        raise UserError(f"no Spark Kafka connector jars in {settings.spark_jars_dir}: "
+                        f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
+    return [*jars, job_jar(settings)]
 
 
 def class_archive_key() -> str:
@@ -147,8 +153,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
     }
     if not settings.spark_local_checksum_files:
         config.update(RAW_LOCAL_FILE_SYSTEM)
-    if with_kafka:
-        config["spark.jars"] = ",".join(str(j) for j in job_jars(settings))
+    config["spark.jars"] = ",".join(str(j) for j in (job_jars(settings) if with_kafka else [job_jar(settings)]))
     config.update({k: str(v) for k, v in (extra or {}).items()})
     return config
 

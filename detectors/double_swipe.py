@@ -1,13 +1,13 @@
 """double_swipe: the same card, merchant and amount twice within a minute of event time.
 
-Operator: a stream-stream self-join of the transactions with an event-time range condition
-(``r.event_time BETWEEN l.event_time AND l.event_time + max_gap``). It is JVM-native (about 45k rows/s
-measured on local[2], see docs/architecture.md, "Spark costs that shaped the design"), needs no Python
-worker, and runs unchanged on a static DataFrame (the range condition is then an ordinary join predicate).
+Operator: ``detectors.ops.pairs_within``, every pair of one card's transactions at most ``max_gap`` apart
+in event time (the job jar's keyed pair operator, JVM-native, no Python worker), then a native filter on
+the same merchant and amount. It finds what a stream-stream self-join with an event-time range finds and
+runs unchanged on a static DataFrame.
 
-State: each side of the join keeps a transaction only while it can still match, i.e. until the watermark
-passes ``event_time + max_gap``; so the state holds at most ``max_gap + watermark`` of event time.
-Rows behind the watermark are dropped by the join and counted in ``numRowsDroppedByWatermark``.
+State: one row per card holding its transactions until the watermark passes ``event_time + max_gap``, so
+the state holds at most ``max_gap + watermark`` of event time; a micro-batch reads and writes only the
+cards it saw. Rows behind the watermark are dropped and counted in ``numRowsDroppedByWatermark``.
 
 Output: one alert per ordered pair of duplicates, naming both transactions oldest first (ties in event time
 broken by ``txn_id``); the triggering transaction is the second one. Three identical swipes within the
@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from detectors.base import Detector, alerts
-from detectors.ops import keep
+from detectors.ops import keep, pairs_within
 
 
 @dataclass(frozen=True)
@@ -37,21 +37,9 @@ class DoubleSwipeParams:
 
 def detect(transactions: DataFrame, params: DoubleSwipeParams) -> DataFrame:
     txns = keep(transactions, F.col("amount") >= F.lit(params.min_amount))
-    first, second = txns.alias("first"), txns.alias("second")
-    gap = F.expr(f"INTERVAL {int(params.max_gap_seconds * 1000)} MILLISECONDS")
-    pairs = first.join(
-        second,
-        (F.col("first.card_id") == F.col("second.card_id"))
-        & (F.col("first.merchant_id") == F.col("second.merchant_id"))
-        & (F.col("first.amount") == F.col("second.amount"))
-        & (F.col("second.event_time") >= F.col("first.event_time"))
-        & (F.col("second.event_time") <= F.col("first.event_time") + gap)
-        & (F.col("first.txn_id") != F.col("second.txn_id"))
-        # Oldest first; equal event times are ordered by txn_id so each pair appears exactly once.
-        & ((F.col("second.event_time") > F.col("first.event_time"))
-           | (F.col("second.txn_id") > F.col("first.txn_id"))),
-        "inner",
-    )
+    pairs = pairs_within(txns, key="card_id", max_gap_seconds=params.max_gap_seconds, names=("first", "second"))
+    pairs = pairs.filter((F.col("first.merchant_id") == F.col("second.merchant_id"))
+                         & (F.col("first.amount") == F.col("second.amount")))
     gap_seconds = (F.unix_micros(F.col("second.event_time"))
                    - F.unix_micros(F.col("first.event_time"))) / F.lit(1e6)
     max_gap = F.lit(float(params.max_gap_seconds))
@@ -71,10 +59,10 @@ def detect(transactions: DataFrame, params: DoubleSwipeParams) -> DataFrame:
 
 DETECTOR = Detector(
     name="double_swipe",
-    version="1.0.0",
+    version="2.0.0",
     description="same card, merchant and amount within a minute of event time",
     # Transactions of one card arrive in order (key = card_id); two minutes absorbs producer retries and
-    # cross-partition skew while keeping about three minutes of transactions in the join state.
+    # cross-partition skew while keeping about three minutes of transactions in the pair state.
     watermark="2 minutes",
     params=DoubleSwipeParams(),
     detect=detect,

@@ -7,7 +7,7 @@ suite (``tests/integration/test_detector_contract.py``) automatically.
 The order is the order of the shared query's branches (``python -m detectors run --shared``), and that
 order is how Spark schedules them: after the scan and validation, each detector's stateful work is one
 task of one stage, and the stage's tasks start in branch order, two at a time on two cores. Longest
-first keeps both cores busy to the end of the batch, so the two self-joins come first, then the per-key
+first keeps both cores busy to the end of the batch, so the two pair detectors come first, then the per-key
 Python state, then the window aggregation: on 200,000-record batches of all four built-ins the other
 order left a core idle for ~3 s a batch (docs/performance.md). Put an expensive new detector early.
 

@@ -6,7 +6,7 @@ Then add ``my_detector.DETECTOR`` to ``REGISTRY`` in ``detectors/registry.py``: 
 contract suite (``tests/integration/test_detector_contract.py``) checks it too. See docs/adding-a-detector.md.
 
 Explain here, for the next analyst: the pattern, the Spark operator you chose and why, and what bounds the
-state (every stateful operator must be closed by the watermark: a join with an event-time range, a window
+state (every stateful operator must be closed by the watermark: ``detectors.ops.pairs_within``, a window
 aggregation, or a state timeout). Prefer native operators: per-card Python state costs ~0.5-0.85 ms per
 distinct card per micro-batch (docs/architecture.md, "Spark costs that shaped the design").
 
@@ -53,7 +53,7 @@ def detect(transactions: DataFrame, params: Params) -> DataFrame:
                                F.col("amount"), F.col("currency"), F.col("mcc")),
         evidence={"amount": F.col("amount")},             # numbers only
         # trigger=...: where the triggering transaction's merchant, terminal, amount... are. Omitted here:
-        # each row is the transaction. A join names its side ("second"); see detectors/base.py alerts().
+        # each row is the transaction. A pair names its side ("second"); see detectors/base.py alerts().
     ))
 
 

@@ -113,7 +113,8 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     settings = get_settings()
     detectors = [registry.get(name) for name in names] if names else registry.all()
-    options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger)
+    options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger,
+                             settings.detector_group_triggers)
     spark = get_spark("fraud-detectors", settings)
     metrics = start_job_metrics(settings)
     listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)

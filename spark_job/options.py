@@ -27,6 +27,8 @@ class RunOptions:
     checkpoint_root: str | Path | None = None     # a local folder or a URI; None: the settings'
     shared: bool = False                        # all detectors in one query (one read of the topic)
     groups: Groups | None = None                # detectors that share a query; None: one query each
+    group_triggers: tuple[tuple[str, float], ...] = ()   # (group, seconds): that group's query starts a
+                                                # micro-batch every so many seconds (trigger_seconds: the rest)
     with_dlq: bool = True                       # run the dead-letter branch
     fail_on_data_loss: bool = True
     extra_source_options: dict[str, str] = field(default_factory=dict)
@@ -50,16 +52,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "FRAUD_DETECTOR_MAX_OFFSETS_PER_TRIGGER)")
     parser.add_argument("--trigger-seconds", type=non_negative_float, default=0.0,
                         help="start a micro-batch every N seconds (default 0: as soon as one ends)")
+    parser.add_argument("--group-triggers", metavar="SPEC", default=None,
+                        help="a group's query starts a micro-batch every N seconds, e.g. 'ml=3' (default: the "
+                             "setting FRAUD_DETECTOR_GROUP_TRIGGERS; '' for none); other queries: --trigger-seconds")
     parser.add_argument("--checkpoint-root", default=None, help="a local folder or a URI (hdfs://, s3a://)")
     parser.add_argument("--duration", type=non_negative_float, default=0.0,
                         help="stop after this many seconds (0: run until Ctrl-C)")
 
 
-def from_arguments(args: argparse.Namespace, default_groups: str, default_max_offsets: int) -> RunOptions:
+def from_arguments(args: argparse.Namespace, default_groups: str, default_max_offsets: int,
+                   default_group_triggers: str = "") -> RunOptions:
     groups = None if args.shared or args.query_per_detector else parse_groups(args.groups or default_groups)
+    triggers = default_group_triggers if args.group_triggers is None else args.group_triggers
     return RunOptions(sink=args.sink, starting_offsets=args.starting_offsets,
                       max_offsets_per_trigger=args.max_offsets_per_trigger or default_max_offsets,
-                      trigger_seconds=args.trigger_seconds,
+                      trigger_seconds=args.trigger_seconds, group_triggers=parse_group_triggers(triggers),
                       checkpoint_root=args.checkpoint_root, shared=args.shared, groups=groups,
                       with_dlq=not args.no_dlq)
 
@@ -79,6 +86,21 @@ def parse_groups(spec: str) -> Groups:
     return tuple(groups)
 
 
+def parse_group_triggers(spec: str) -> tuple[tuple[str, float], ...]:
+    """``'ml=3'`` -> ``(('ml', 3.0),)``; a one-line error otherwise."""
+    triggers = []
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        name, sep, seconds = part.partition("=")
+        try:
+            value = float(seconds)
+        except ValueError:
+            value = -1.0
+        if not sep or not name.strip().isidentifier() or value < 0:
+            raise UserError(f"group triggers {spec!r}: expected GROUP=SECONDS;GROUP=SECONDS")
+        triggers.append((name.strip(), value))
+    return tuple(triggers)
+
+
 @dataclass(frozen=True)
 class QueryPlan:
     """One streaming query of the job: its name (= checkpoint folder and exactly-once writer id), the
@@ -88,14 +110,17 @@ class QueryPlan:
     detectors: tuple[str, ...]
     with_dlq: bool = False
     muted: tuple[str, ...] = ()       # detectors whose branch reads no rows (spark_job.quarantine)
+    trigger_seconds: float = 0.0      # 0: the next micro-batch as soon as one ends
 
 
 def plan_queries(names: Sequence[str], options: RunOptions) -> list[QueryPlan]:
     """The queries that run ``names``: one shared query, the groups' queries (the dead letters in the
     first, which validates every record anyway) and one query per detector in no group, or one per
     detector and a dead-letter query. Names are stable: a restarted job finds its checkpoints."""
+    every = options.trigger_seconds
     if options.shared:
-        return [QueryPlan(SHARED_QUERY, tuple(names), options.with_dlq)]
+        return [QueryPlan(SHARED_QUERY, tuple(names), options.with_dlq, trigger_seconds=every)]
+    triggers = dict(options.group_triggers)
     plans, placed = [], set()
     for group, members in options.groups or ():
         chosen = tuple(n for n in names if n in members)
@@ -103,9 +128,10 @@ def plan_queries(names: Sequence[str], options: RunOptions) -> list[QueryPlan]:
             continue                          # one detector of a group runs as it would alone
         # Part of a group is a query of its own (another application may run the rest of the group).
         name = f"detectors-{group}" if len(chosen) == len(members) else "-".join((f"detectors-{group}", *chosen))
-        plans.append(QueryPlan(name, chosen, options.with_dlq and not plans))
+        plans.append(QueryPlan(name, chosen, options.with_dlq and not plans,
+                               trigger_seconds=triggers.get(group, every)))
         placed |= set(chosen)
-    plans += [QueryPlan(f"detector-{n}", (n,)) for n in names if n not in placed]
+    plans += [QueryPlan(f"detector-{n}", (n,), trigger_seconds=every) for n in names if n not in placed]
     if options.with_dlq and not any(p.with_dlq for p in plans):
-        plans.append(QueryPlan(DLQ_QUERY, (), True))
+        plans.append(QueryPlan(DLQ_QUERY, (), True, trigger_seconds=every))
     return plans

@@ -122,16 +122,17 @@ def detector_alerts(once: DataFrame, detector: Detector, settings: Settings, mut
     return alerts.withColumn("params_version", F.lit(detector.params_version))   # spark_job/live_params.py
 
 
-def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions):
-    """Start one named query writing ``rows`` with the chosen sink and its own checkpoint."""
+def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOptions, trigger_seconds: float = 0.0):
+    """Start one named query writing ``rows`` with the chosen sink and its own checkpoint, a micro-batch
+    every ``trigger_seconds`` (0: as soon as the last one ends)."""
     if options.sink not in SINKS:
         raise ValueError(f"unknown sink {options.sink!r}: choose one of {', '.join(SINKS)}")
     checkpoint = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, name)
     exactly_once = options.sink == "exactly-once"
     writer = ((rows if exactly_once else rows.drop("kind")).writeStream.queryName(name)
               .option("checkpointLocation", checkpoint).outputMode("append"))
-    if options.trigger_seconds:
-        writer = writer.trigger(processingTime=f"{options.trigger_seconds} seconds")
+    if trigger_seconds:
+        writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     if exactly_once:
         kafka_writer = ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()
         write = CodegenByBatchSize(kafka_writer, settings)
@@ -154,7 +155,7 @@ def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequenc
     by_name = {d.name: d for d in detectors}
     checked = counted(with_validation(read_transactions(spark, settings, options)), plan.name)
     if not plan.detectors:                       # the dead letters alone: no shuffle needed
-        return start_query(dlq_rows(checked, settings), plan.name, settings, options)
+        return start_query(dlq_rows(checked, settings), plan.name, settings, options, plan.trigger_seconds)
     once = read_once(checked, settings)
     parts = [alert_rows(detector_alerts(once, d, settings, muted=d.name in plan.muted), settings, options.sink)
              for d in in_registry_order([by_name[n] for n in plan.detectors])]
@@ -163,7 +164,7 @@ def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequenc
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
-    return start_query(rows, plan.name, settings, options)
+    return start_query(rows, plan.name, settings, options, plan.trigger_seconds)
 
 
 def start_detectors(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,

@@ -15,7 +15,7 @@ same event-time rules as Spark's micro-batches:
   across partitions), so a global maximum would call most of a pre-loaded topic late;
 * double_swipe: each card keeps its transactions while ``event_time + 60 s >= watermark`` (they can
   still pair); a new transaction pairs with every kept one of the same merchant and amount within 60 s
-  either side, oldest first, ties by txn_id: the ordered pairs of the Spark self-join;
+  either side, oldest first, ties by txn_id: the ordered pairs of ``detectors.ops.pairs_within``;
 * velocity: small (<= 5.00) e-commerce charges of a card form session windows with a 180 s gap
   (a charge joins every session it overlaps, merging them, as ``session_window`` does); a session is
   emitted when the watermark reaches its end (last charge + gap) and has >= 5 charges, and dropped.
@@ -175,7 +175,7 @@ def double_swipe_alert(card: str, first: tuple[int, str], second: tuple[int, str
     gap = (second[0] - first[0]) / 1000
     ids = [first[1], second[1]]
     return json.dumps({
-        "alert_id": alert_id("double_swipe", ids), "detector": "double_swipe", "detector_version": "1.0.0",
+        "alert_id": alert_id("double_swipe", ids), "detector": "double_swipe", "detector_version": "2.0.0",
         "card_id": card, "txn_ids": ids, "event_time": _iso(second[0]),
         "score": min(max(1.0 - 0.5 * gap / 60.0, 0.0), 1.0),
         "reason": f"same card, merchant and amount ({amount:.2f} {currency}) {gap:.1f} s apart",

@@ -83,7 +83,7 @@ def _alerts(s):
 
 def test_stateful_detectors_of_a_shared_query_read_one_exchange_and_all_get_the_watermark(stack, topics, spark,
                                                                                          tmp_path):
-    """double_swipe (a join) and velocity (a session window) in one query: one scan, no shuffle of their own
+    """double_swipe (a keyed pair operator) and velocity (a session window) in one query: one scan, no shuffle of their own
     (one shuffle partition), and each operator gets the watermark: velocity's burst only comes out when the
     watermark closes its session, and both operators evict their state."""
     s = stack.replace(topic_transactions=topics("transactions", partitions=4), topic_alerts=topics("alerts", 2),
@@ -101,7 +101,7 @@ def test_stateful_detectors_of_a_shared_query_read_one_exchange_and_all_get_the_
     [query] = start_detectors(spark, detectors, s, RunOptions(checkpoint_root=tmp_path, shared=True))
     try:
         got = wait_until(lambda: alerts if len(alerts := _alerts(s)) >= 2 else None, 120, "both alerts")
-        wait_until(lambda: _removed(query) == {"symmetricHashJoin", "sessionWindowStateStoreSaveExec"}, 60,
+        wait_until(lambda: _removed(query) == {"flatMapGroupsWithState", "sessionWindowStateStoreSaveExec"}, 60,
                    "both operators to evict state")
         plan = query._jsq.explainInternal(False)
     finally:

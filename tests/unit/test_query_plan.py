@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from common.cli_errors import UserError
-from spark_job.options import RunOptions, parse_groups, plan_queries
+from spark_job.options import RunOptions, parse_group_triggers, parse_groups, plan_queries
 
 pytestmark = pytest.mark.unit
 
@@ -49,3 +49,19 @@ def test_the_batch_bound_comes_from_the_settings_unless_the_command_line_names_o
     assert from_arguments(parser.parse_args([]), groups, 20_000).max_offsets_per_trigger == 20_000
     assert from_arguments(parser.parse_args(["--max-offsets-per-trigger", "5000"]), groups,
                           20_000).max_offsets_per_trigger == 5_000
+
+
+def test_a_group_can_have_a_processing_time_trigger_and_the_other_queries_the_jobs():
+    triggers = parse_group_triggers("ml=3")
+    plans = plan_queries(["a", "b", "c", "m", "x"], RunOptions(groups=GROUPS, group_triggers=triggers,
+                                                                trigger_seconds=0.5))
+    assert [(p.name, p.trigger_seconds) for p in plans] == [
+        ("detectors-rules", 0.5), ("detectors-ml", 3.0), ("detector-x", 0.5)]
+    assert all(p.trigger_seconds == 0 for p in plan_queries(["a", "m"], RunOptions(group_triggers=triggers)))
+    assert parse_group_triggers("") == () and parse_group_triggers("ml=2.5; rules=0") == (("ml", 2.5), ("rules", 0.0))
+
+
+@pytest.mark.parametrize("spec", ["ml", "ml=", "ml=soon", "ml=-1", "=3"])
+def test_a_trigger_spec_that_makes_no_sense_is_one_line(spec):
+    with pytest.raises(UserError, match="group triggers"):
+        parse_group_triggers(spec)

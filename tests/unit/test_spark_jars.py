@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from common.cli_errors import UserError
-from common.spark import job_jar_stamp, job_jars, spark_job_sources_digest
+from common.spark import job_jar_stamp, job_jars, session_config, spark_job_sources_digest
 
 pytestmark = pytest.mark.unit
 
@@ -37,6 +37,8 @@ def test_a_job_jar_older_than_its_sources_is_refused_in_one_line(tmp_path, setti
 def test_a_missing_job_jar_names_the_command_that_builds_it(tmp_path, settings):
     settings, _ = jars_in(tmp_path, settings)
     with pytest.raises(UserError, match="is not built: run `make up`"):
+        session_config(settings, "t", with_kafka=False)          # the detectors' harness needs it too
+    with pytest.raises(UserError, match="is not built: run `make up`"):
         job_jars(settings)
 
 
@@ -47,9 +49,11 @@ def test_an_images_job_jar_without_a_stamp_is_used(tmp_path, settings):
 
 
 def test_a_local_driver_maps_the_class_archive_recorded_for_this_jvm_and_these_jars(tmp_path, settings):
-    from common.spark import class_archive_key, class_archive_stamp, session_config
+    from common.spark import class_archive_key, class_archive_stamp
 
     archive = tmp_path / "spark-classes.jsa"
+    settings, jar = jars_in(tmp_path, settings)
+    jar.write_bytes(b"")
     settings = settings.replace(spark_class_archive=str(archive), spark_master="local[2]")
 
     def driver_options(s):
