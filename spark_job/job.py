@@ -45,7 +45,9 @@ class JobQueries:
         log.error("query %s failed in %s: restarting it without %s, which goes on alone in %s",
                   name, quarantine.module_file(guilty), guilty.name, alone)
         self.plans[name] = dataclasses.replace(plan, muted=(*plan.muted, guilty.name))
-        self.quarantined[alone] = (guilty, dataclasses.replace(self.options, starting_offsets=start_at))
+        # Alone, it keeps its group's trigger (a lone query has the job's).
+        self.quarantined[alone] = (guilty, dataclasses.replace(self.options, starting_offsets=start_at,
+                                                               trigger_seconds=plan.trigger_seconds))
         return [self._start(name), self._start(alone)]
 
     def apply_params(self, records: dict) -> list:
@@ -91,8 +93,8 @@ class JobQueries:
 
         if name in self.quarantined:
             detector, options = self.quarantined[name]
-            query = start_planned_query(self.spark, QueryPlan(name, (detector.name,)), [detector], self.settings,
-                                        options)
+            plan = QueryPlan(name, (detector.name,), trigger_seconds=options.trigger_seconds)
+            query = start_planned_query(self.spark, plan, [detector], self.settings, options)
         else:
             query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options)
         self.running[name] = query

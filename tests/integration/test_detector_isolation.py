@@ -25,7 +25,7 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
     s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
                       topic_alert_markers=topics("markers", cleanup__policy="compact"))
     options = RunOptions(checkpoint_root=tmp_path, with_dlq=False,
-                         groups=(("pair", ("big_amount", "fails_on_poison")),))
+                         groups=(("pair", ("big_amount", "fails_on_poison")),), group_triggers=(("pair", 0.5),))
     job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
     queries = job.start_all()
     assert [q.name for q in queries] == ["detectors-pair"]
@@ -46,6 +46,8 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
         error = wait_until(lambda: _failure(job.running.get(alone)) if len(_alerts(s)) >= 2 else None, 240,
                            "the failing detector set apart and failing alone, the other's two alerts")
         assert job.plans["detectors-pair"].muted == ("fails_on_poison",)
+        # set apart, it keeps its group's trigger
+        assert [_trigger(job.running[q]) for q in ("detectors-pair", alone)] == ["ProcessingTimeTrigger(500)"] * 2
         assert job.running["detectors-pair"].isActive                  # the other detector runs on
         later = txn(4, amount=990.0)
         producer.send(s.topic_transactions, key=later["card_id"], value=encode(later))
@@ -60,6 +62,10 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
     expected = sorted(alert_id("big_amount", [v["txn_id"]]) for v in (*values, later) if v["amount"] >= 900)
     assert sorted(a["alert_id"] for a in got) == expected          # each exactly once
     assert "a bug that amount" in error                            # alone, it fails on the same record
+
+
+def _trigger(query) -> str:
+    return query._jsq.streamingQuery().trigger().toString()
 
 
 def _failure(query) -> str | None:
