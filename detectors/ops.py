@@ -40,9 +40,6 @@ def pairs_within(rows: DataFrame, *, key: str, max_gap_seconds: float, names: tu
     watermark are dropped, as the join drops them. The fields are read as ``F.col(f"{names[1]}.amount")``.
     """
     session = rows.sparkSession
-    jvm = session.sparkContext._jvm
-    keys = session.sparkContext._gateway.new_array(jvm.java.lang.String, 1)
-    keys[0] = key
-    pairs = jvm.fraud.spark.RecentPairs.pairs(rows._jdf, keys, time, id, int(round(max_gap_seconds * 1e6)),
-                                               names[0], names[1])
+    pairs = session.sparkContext._jvm.fraud.spark.RecentPairs.pairs(
+        rows._jdf, key, time, id, int(round(max_gap_seconds * 1e6)), names[0], names[1])
     return DataFrame(pairs, session)

@@ -71,33 +71,44 @@ def from_arguments(args: argparse.Namespace, default_groups: str, default_max_of
                       with_dlq=not args.no_dlq)
 
 
+def _named_parts(spec: str, error: str) -> list[tuple[str, str]]:
+    """``'a=x; b=y'`` -> ``[('a', 'x'), ('b', 'y')]``; ``UserError(error)`` for a part without a name."""
+    parts = []
+    for part in filter(None, (p.strip() for p in spec.split(";"))):
+        name, sep, value = part.partition("=")
+        if not sep or not name.strip().isidentifier():
+            raise UserError(error)
+        parts.append((name.strip(), value.strip()))
+    return parts
+
+
 def parse_groups(spec: str) -> Groups:
     """``'rules=a,b;ml=c'`` -> ``(('rules', ('a', 'b')), ('ml', ('c',)))``; a one-line error otherwise."""
+    expected = f"detector groups {spec!r}: expected NAME=DETECTOR,DETECTOR;NAME=... "
     groups, seen = [], set()
-    for part in filter(None, (p.strip() for p in spec.split(";"))):
-        name, sep, members = part.partition("=")
+    for name, members in _named_parts(spec, expected):
         detectors = tuple(filter(None, (m.strip() for m in members.split(","))))
-        if not sep or not name.strip().isidentifier() or not detectors:
-            raise UserError(f"detector groups {spec!r}: expected NAME=DETECTOR,DETECTOR;NAME=... ")
+        if not detectors:
+            raise UserError(expected)
         if seen & set(detectors):
             raise UserError(f"detector groups {spec!r}: {', '.join(sorted(seen & set(detectors)))} in two groups")
         seen |= set(detectors)
-        groups.append((name.strip(), detectors))
+        groups.append((name, detectors))
     return tuple(groups)
 
 
 def parse_group_triggers(spec: str) -> tuple[tuple[str, float], ...]:
     """``'ml=3'`` -> ``(('ml', 3.0),)``; a one-line error otherwise."""
+    expected = f"group triggers {spec!r}: expected GROUP=SECONDS;GROUP=SECONDS"
     triggers = []
-    for part in filter(None, (p.strip() for p in spec.split(";"))):
-        name, sep, seconds = part.partition("=")
+    for name, seconds in _named_parts(spec, expected):
         try:
             value = float(seconds)
         except ValueError:
-            value = -1.0
-        if not sep or not name.strip().isidentifier() or value < 0:
-            raise UserError(f"group triggers {spec!r}: expected GROUP=SECONDS;GROUP=SECONDS")
-        triggers.append((name.strip(), value))
+            raise UserError(expected) from None
+        if value < 0:
+            raise UserError(expected)
+        triggers.append((name, value))
     return tuple(triggers)
 
 

@@ -9,7 +9,6 @@ import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
-import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -51,27 +50,22 @@ public final class RecentPairs implements FlatMapGroupsWithStateFunction<Row, Ro
     }
 
     /**
-     * The pairs of {@code rows} (grouped by {@code keys}) as rows of two structs named {@code earlier} and
+     * The pairs of {@code rows} (grouped by {@code key}) as rows of two structs named {@code earlier} and
      * {@code later}, each with {@code rows}' schema.
      */
-    public static Dataset<Row> pairs(Dataset<Row> rows, String[] keys, String time, String id,
+    public static Dataset<Row> pairs(Dataset<Row> rows, String key, String time, String id,
                                      long maxGapMicros, String earlier, String later) {
         StructType schema = rows.schema();
-        StructType keySchema = new StructType();
-        Column[] keyColumns = new Column[keys.length];
-        for (int i = 0; i < keys.length; i++) {
-            keySchema = keySchema.add(schema.apply(keys[i]));
-            keyColumns[i] = rows.col(keys[i]);
-        }
+        StructType keySchema = new StructType().add(schema.apply(key));
         StructType output = new StructType().add(earlier, schema, false).add(later, schema, false);
         StructType state = new StructType().add("rows", DataTypes.createArrayType(schema, false), false);
         boolean streaming = rows.isStreaming();
         RecentPairs function = new RecentPairs(schema.fieldIndex(time), schema.fieldIndex(id), maxGapMicros,
                                                streaming);
         GroupStateTimeout timeout = streaming ? GroupStateTimeout.EventTimeTimeout() : GroupStateTimeout.NoTimeout();
-        // groupBy(columns).as(...) keeps the key columns themselves as the grouping attributes (groupByKey would
+        // groupBy(key).as(...) keeps the key column itself as the grouping attribute (groupByKey would
         // add a computed key): the rows, already partitioned by card, need no shuffle.
-        return rows.groupBy(keyColumns)
+        return rows.groupBy(key)
                 .as(Encoders.row(keySchema), Encoders.row(schema))
                 .flatMapGroupsWithState(function, OutputMode.Append(), Encoders.row(state), Encoders.row(output),
                                         timeout);
