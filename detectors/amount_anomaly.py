@@ -12,32 +12,25 @@ card's previous transaction: a burst of rapid charges (a card-testing script, a 
 swipe) is one observation of the card's behaviour, not ten, so it cannot swamp the median of a young
 card's history. Such a charge is still scored.
 
-Operator: Python state, ``applyInPandasWithState`` with ``GroupStateTimeout.EventTimeTimeout``.
-Why not native: the statistic is over the card's last *N transactions* (not a time window), and the
-history must outlive any window (a card used weekly still has a history). A native formulation would be
-a stream-stream self-join of every transaction with the card's earlier ones over the whole history
-horizon followed by a per-transaction percentile aggregation: its state would be every transaction of
-the horizon (days) instead of one small array per card, and Spark cannot finalise an aggregation keyed
-by txn_id after a join without an extra time window. So Python state it is, kept lean: at most
-``history_size`` amounts and the last event time per card, the card forgotten ``history_ttl_hours`` of
-event time after its last transaction.
+Operator: ``detectors.ops.with_history`` (keyed JVM state, ``fraud.spark.RecentHistory`` in the job's jar)
+hands each transaction over with its card's window: the last ``history_size`` amounts learnt before it.
+Scoring is then stateless, in pandas (``mapInPandas``): every window's median and MAD at once
+(``detectors/amount_scoring.py``, held to ``score_amounts`` by a unit test).
+Why keyed state and not native operators: the statistic is over the card's last *N transactions* (not a
+time window), and the history must outlive any window (a card used weekly still has a history). A native
+formulation would be a self-join of every transaction with the card's earlier ones over the whole history
+horizon followed by a per-transaction percentile aggregation: its state would be every transaction of the
+horizon (days) instead of one small array per card. Why not Python state (``applyInPandasWithState``, this
+detector's operator until 3.x): Spark allows one per query, and it paid a Python call per group and batch,
+so cards had to share bucket rows that were rewritten whole every batch. The state is one row per card, at
+most ``history_size`` amounts and the newest event time, written only when the card has transactions, and
+forgotten ``history_ttl_hours`` of event time after its last transaction; rows behind the watermark are
+dropped (and counted) by the operator.
 
-Grouped by bucket, not by card: Spark's Python stateful operators pay about 0.5-0.85 ms per group per
-micro-batch (docs/architecture.md, "Spark costs that shaped the design"), so one group per card took
-this detector to ~1.4k transactions/s at 100k
-cards. The state is grouped by ``pmod(hash(card_id), state_buckets)``; a bucket's row holds all its
-cards (``common/keyed_histories.py``), its event-time timeout is due when its longest-idle card is to
-be forgotten, and each call forgets the cards idle past the TTL. Rows behind the previous batch's
-watermark are filtered (and counted) by the operator because the timeout is event-time based; a row that
-slips between that and the current watermark never sets a timeout behind it
-(``common/state_timeouts.py``). State rows in Spark's progress are buckets, not cards. A bucket's cards are
-scored together by array operations (``detectors/amount_scoring.py``, held to ``score_amounts`` by a
-unit test), not card by card in Python.
-
-On a static DataFrame (tests, backtests) the same bucket function runs through ``applyInPandas`` with
-empty starting histories, so both paths compute the same alerts for the same ordered input. Within a
-micro-batch a card's transactions are taken in event-time order; a transaction arriving in a later batch
-than newer ones of the same card (allowed within the watermark) joins the history in arrival order.
+On a static DataFrame (tests, backtests) every card starts with no history, so both paths compute the same
+alerts for the same ordered input. Within a micro-batch a card's transactions are taken in event-time order;
+a transaction arriving in a later batch than newer ones of the same card (allowed within the watermark)
+joins the history in arrival order.
 """
 
 from __future__ import annotations
@@ -49,15 +42,10 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
 
-from common import pyspark_compat
-from common.keyed_histories import STATE_SCHEMA, KeyedHistories as CardHistories
-from detectors.amount_scoring import score_cards
+from detectors.amount_scoring import score_windows
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
-from common.state_timeouts import timeout_after
-
-pyspark_compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see common/pyspark_compat.py
+from detectors.ops import with_history
 
 
 @dataclass(frozen=True)
@@ -100,13 +88,6 @@ class AmountAnomalyParams:
     """A card's history is forgotten after 30 days without a transaction (event time): that bounds the
     state to the cards active in the last month."""
 
-    state_buckets: int = 8
-    """Cards share 8 state rows (by a hash of card_id): Spark's Python state pays per group per
-    micro-batch (Spark's call plus pandas' fixed cost of a bucket's sort and slices), so per-card groups
-    cost ~1 minute per 100k-card batch; a live batch touches every bucket, so fewer buckets cost less
-    (docs/performance.md, "Real time in make demo"). Raise it on a cluster with more cores than buckets.
-    Changing it needs a fresh checkpoint."""
-
 
 # The scored transaction's own columns (its id, time and trigger context), then the statistics.
 _CARRIED = ["card_id", "txn_id", "event_time", *TRIGGER_COLUMNS]
@@ -125,8 +106,8 @@ def score_amounts(history: np.ndarray, amounts: np.ndarray, params: AmountAnomal
     card's transactions before them (``None``: none): an amount less than ``history_min_gap_seconds`` after the
     transaction before it is scored but not added to the history. Without ``times_ms`` every amount joins.
     Returns the anomalies as ``(index, median, mad, robust_z, ratio, history_count)`` and the new history
-    (the last ``history_size`` amounts learnt). The specification, amount by amount; the detector runs
-    ``amount_scoring.score_cards``, which computes the same numbers for a whole bucket of cards at once.
+    (the last ``history_size`` amounts learnt). The specification, amount by amount; the detector learns
+    with ``detectors.ops.with_history`` and scores with ``amount_scoring.score_windows``.
     """
     found = []
     past = list(history.astype(float)[-params.history_size:])
@@ -155,75 +136,29 @@ def score_amounts(history: np.ndarray, amounts: np.ndarray, params: AmountAnomal
     return found, np.asarray(past, dtype=float)
 
 
-def _event_ms(pdf: pd.DataFrame) -> np.ndarray:
-    """Event times as epoch milliseconds (naive timestamps are UTC, Spark's session time zone here)."""
-    times = pdf["event_time"]
-    if getattr(times.dtype, "tz", None) is not None:
-        times = times.dt.tz_convert("UTC").dt.tz_localize(None)
-    return times.to_numpy(dtype="datetime64[ms]").astype(np.int64)
+_HISTORY = "history_amounts"
 
 
-def score_bucket(histories: CardHistories, pdf: pd.DataFrame, params: AmountAnomalyParams) -> pd.DataFrame | None:
-    """Score the transactions of many cards against their histories and learn them (``histories`` is updated).
+def _score_function(params: AmountAnomalyParams):
+    def score(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        from models.features import ragged
 
-    Each card's transactions are taken in event-time order, ties by txn_id; the numbers are
-    ``score_amounts``'s, computed for all cards at once (``detectors/amount_scoring.py``). Returns the
-    anomalies (the scored transaction's ``_CARRIED`` columns and the statistics) or None.
-    """
-    if not len(pdf):
-        return None
-    pdf = pdf.assign(_ms=_event_ms(pdf)).sort_values(["card_id", "_ms", "txn_id"], kind="stable")
-    cards = pdf["card_id"].to_numpy()
-    starts = np.concatenate(([0], np.flatnonzero(cards[1:] != cards[:-1]) + 1))
-    distinct = cards[starts].tolist()
-    history, lengths, previous_ms, known = histories.lookup(distinct)
-    scored = score_cards(history, lengths, previous_ms, known, np.diff(np.append(starts, len(pdf))),
-                         pdf["_ms"].to_numpy(dtype=np.int64), pdf["amount"].to_numpy(dtype=float), params)
-    histories.put_many(distinct, scored.history, scored.history_lengths, scored.last_ms)
-    if not len(scored.found):
-        return None
-    out = pdf.iloc[scored.found][_CARRIED].reset_index(drop=True)
-    return out.assign(**{name: getattr(scored, name) for name in _STATISTICS})
+        for pdf in frames:
+            lengths, windows = ragged(pdf[_HISTORY], np.float64)
+            scored = score_windows(windows, lengths, pdf["amount"].to_numpy(dtype=np.float64), params)
+            if len(scored.found):
+                out = pdf.iloc[scored.found][_CARRIED].reset_index(drop=True)
+                yield out.assign(**{name: getattr(scored, name) for name in _STATISTICS})
 
-
-def _streaming_function(params: AmountAnomalyParams):
-    ttl_ms = int(params.history_ttl_hours * 3600 * 1000)
-
-    def per_bucket(key: tuple, frames: Iterator[pd.DataFrame], state: GroupState) -> Iterator[pd.DataFrame]:
-        pyspark_compat.install()              # no-op once installed; makes the worker import this module first
-        histories = CardHistories.decode(state.get) if state.exists else CardHistories()
-        frames = [] if state.hasTimedOut else [f for f in frames if len(f)]
-        out = score_bucket(histories, pd.concat(frames, ignore_index=True), params) if frames else None
-        # No transaction for history_ttl_hours of event time: forget the card (not one seen just now).
-        histories.forget_idle(state.getCurrentWatermarkMs() - ttl_ms)
-        if len(histories) == 0:
-            state.remove()
-        else:
-            state.update(histories.encode())
-            # Called again when the longest-idle card is due to be forgotten.
-            state.setTimeoutTimestamp(timeout_after(state, histories.oldest_last_ms() + ttl_ms))
-        if out is not None:
-            yield out
-
-    return per_bucket
-
-
-def _static_function(params: AmountAnomalyParams):
-    def per_bucket(pdf: pd.DataFrame) -> pd.DataFrame:
-        out = score_bucket(CardHistories(), pdf, params) if len(pdf) else None
-        return pd.DataFrame(columns=_OUTPUT_COLUMNS) if out is None else out
-
-    return per_bucket
+    return score
 
 
 def detect(transactions: DataFrame, params: AmountAnomalyParams) -> DataFrame:
-    bucket = F.pmod(F.hash("card_id"), F.lit(params.state_buckets)).alias("bucket")
-    grouped = transactions.select(*_CARRIED, bucket).groupBy("bucket")
-    if transactions.isStreaming:
-        found = grouped.applyInPandasWithState(_streaming_function(params), OUTPUT_SCHEMA, STATE_SCHEMA,
-                                               "append", GroupStateTimeout.EventTimeTimeout)
-    else:
-        found = grouped.applyInPandas(_static_function(params), OUTPUT_SCHEMA)
+    windows = with_history(
+        transactions.select(*_CARRIED), key="card_id", value="amount", max_entries=params.history_size,
+        min_gap_seconds=params.history_min_gap_seconds, idle_seconds=params.history_ttl_hours * 3600,
+        names=("history_ms", _HISTORY))
+    found = windows.drop("history_ms").mapInPandas(_score_function(params), OUTPUT_SCHEMA)
     return found.select(*alerts(
         DETECTOR,
         card_id=F.col("card_id"),
@@ -245,7 +180,9 @@ DETECTOR = Detector(
     # 1.1.0: charges less than history_min_gap_seconds after the previous one no longer join the history.
     # 2.0.0: state kept per bucket of cards (same alerts; checkpoints of 1.x cannot be resumed).
     # 3.0.0: 8 state buckets instead of 64 (same alerts; checkpoints of 2.x cannot be resumed).
-    version="3.0.0",
+    # 4.0.0: keyed JVM state per card (detectors.ops.with_history) and stateless scoring (same alerts;
+    # checkpoints of 3.x cannot be resumed).
+    version="4.0.0",
     description="an amount far outside the card's own recent history (median/MAD)",
     # History is taken in arrival order, so keep out-of-order tolerance modest: two minutes.
     watermark="2 minutes",

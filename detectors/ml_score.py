@@ -2,7 +2,9 @@
 
 Pipeline (static DataFrame or stream alike)::
 
-    transactions ─► per customer, pandas (applyInPandas / applyInPandasWithState): row + customer features
+    transactions ─► static: per customer, pandas (applyInPandas): row + customer features
+                    stream: each row with its customer's last 31 days (detectors.ops.with_history, keyed JVM
+                    state), then row + customer features in the next step's pandas call
                  ─► mapInPandas: the terminal table's (terminal_id, day) row, from a lookup broadcast to
                      the Python workers once; terminal features (day D-7's labels up to t - 7 days; no row = 0)
                  ─► mapInPandas: predict_proba, keep score >= threshold, explain the kept rows
@@ -22,8 +24,9 @@ file. The registry is ``settings.model_registry`` (``FRAUD_MODEL_REGISTRY``). Wi
 ``preflight`` (called by ``python -m detectors run`` before Spark starts) and ``detect`` fail at once with
 "run `make train`".
 
-State: per customer, the last 31 days of (event time, amount), 16 bytes per transaction, evicted by an
-event-time timeout 31 days after the customer's last transaction. Rows behind the watermark are dropped.
+State: one row per customer (JVM, ``fraud.spark.RecentHistory``), the last 31 days of (event time, amount),
+16 bytes per transaction, evicted by an event-time timeout 31 days after the customer's last transaction.
+Rows behind the watermark are dropped. No Python state: the query may hold other detectors' keyed state too.
 """
 
 from __future__ import annotations
@@ -37,10 +40,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from common import pyspark_compat
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
-
-pyspark_compat.install()   # PySpark 4.0.0 worker bug in applyInPandasWithState; see common/pyspark_compat.py
 
 
 @dataclass(frozen=True)
@@ -171,10 +171,12 @@ DETECTOR = Detector(
     # 3.0.0: the customer windows' state kept per bucket of customers (same alerts; checkpoints of 2.x
     # cannot be resumed).
     # 4.0.0: 8 buckets instead of 64 (same alerts; checkpoints of 3.x cannot be resumed).
-    version="4.0.0",
+    # 5.0.0: the customer windows' history as keyed JVM state per customer (detectors.ops.with_history) and
+    # the features computed statelessly (same alerts; checkpoints of 4.x cannot be resumed).
+    version="5.0.0",
     description="a trained model (models/) scores every transaction on the Handbook's 15 features and 9 on "
                 "the customer's own amounts",
-    # Customer windows are per-customer state in arrival order; two minutes absorbs producer lag and
+    # Customer windows are per-customer state; two minutes absorbs producer lag and
     # partition skew like the other detectors.
     watermark="2 minutes",
     params=MLScoreParams(),

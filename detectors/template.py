@@ -6,9 +6,10 @@ Then add ``my_detector.DETECTOR`` to ``REGISTRY`` in ``detectors/registry.py``: 
 contract suite (``tests/integration/test_detector_contract.py``) checks it too. See docs/adding-a-detector.md.
 
 Explain here, for the next analyst: the pattern, the Spark operator you chose and why, and what bounds the
-state (every stateful operator must be closed by the watermark: ``detectors.ops.pairs_within``, a window
-aggregation, or a state timeout). Prefer native operators: per-card Python state costs ~0.5-0.85 ms per
-distinct card per micro-batch (docs/architecture.md, "Spark costs that shaped the design").
+state (every stateful operator must be closed by the watermark: ``detectors.ops.pairs_within``,
+``detectors.ops.with_history``, a window aggregation, or a state timeout). Prefer those to Python state:
+per-card Python state costs ~0.5-0.85 ms per distinct card per micro-batch and needs a query of its own
+(docs/architecture.md, "Spark costs that shaped the design").
 
 This example alerts on a single large amount at a merchant category often used to cash out; it is
 stateless, so it needs no state bound at all.

@@ -132,6 +132,20 @@ def row_features(t_ms: np.ndarray, amount: np.ndarray) -> pd.DataFrame:
 # Customer windows
 # ---------------------------------------------------------------------------------------------
 
+def _window_features(out: dict, w: int, count: np.ndarray, total: np.ndarray, squares: np.ndarray,
+                     amount: np.ndarray) -> None:
+    """The window-``w`` features from each row's count, sum and sum of squares of amounts in integer cents."""
+    mean = total / count / 100.0
+    # n * sum(x^2) - sum(x)^2 >= 0, in float from exact integers (cents^2), / n^2 / 100^2
+    variance = np.maximum(count * squares.astype(np.float64) - total.astype(np.float64) ** 2, 0.0)
+    std = np.sqrt(variance) / count / 100.0
+    out[f"customer_nb_tx_{w}d"] = count.astype(np.float64)
+    out[f"customer_avg_amount_{w}d"] = mean
+    out[f"customer_std_amount_{w}d"] = std
+    out[f"amount_to_avg_{w}d"] = amount / np.maximum(mean, MIN_MEAN)
+    out[f"amount_zscore_{w}d"] = (amount - mean) / np.maximum(std, MIN_STD)
+
+
 def customer_window_stats(group: np.ndarray, t_ms: np.ndarray, amount: np.ndarray) -> pd.DataFrame:
     """``CUSTOMER_FEATURES`` of each row over ``(t - w, t]`` for every customer window ``w``.
 
@@ -159,19 +173,9 @@ def customer_window_stats(group: np.ndarray, t_ms: np.ndarray, amount: np.ndarra
         csum2 = np.concatenate([[0], np.cumsum(cents * cents)])
     for w in CUSTOMER_WINDOWS_DAYS:
         left = np.searchsorted(key, key - w * DAY_MS, side="right")
-        count = position - left + 1
-        total = csum[position + 1] - csum[left]
         with np.errstate(over="ignore"):
             squares = csum2[position + 1] - csum2[left]
-        mean = total / count / 100.0
-        # n * sum(x^2) - sum(x)^2 >= 0, in float from exact integers (cents^2), / n^2 / 100^2
-        variance = np.maximum(count * squares.astype(np.float64) - total.astype(np.float64) ** 2, 0.0)
-        std = np.sqrt(variance) / count / 100.0
-        out[f"customer_nb_tx_{w}d"] = count.astype(np.float64)
-        out[f"customer_avg_amount_{w}d"] = mean
-        out[f"customer_std_amount_{w}d"] = std
-        out[f"amount_to_avg_{w}d"] = amount / np.maximum(mean, MIN_MEAN)
-        out[f"amount_zscore_{w}d"] = (amount - mean) / np.maximum(std, MIN_STD)
+        _window_features(out, w, position - left + 1, csum[position + 1] - csum[left], squares, amount)
     return pd.DataFrame(out)[CUSTOMER_FEATURES]
 
 
@@ -202,6 +206,32 @@ def customer_features_with_history(hist_t_ms: np.ndarray, hist_amount: np.ndarra
                                   frame["a"].to_numpy())
     stats.index = frame.index
     return stats.loc[np.arange(n_hist, n_hist + len(t_ms))].reset_index(drop=True)
+
+
+def customer_features_from_histories(t_ms: np.ndarray, amount: np.ndarray, history_lengths: np.ndarray,
+                                      history_t_ms: np.ndarray, history_amount: np.ndarray) -> pd.DataFrame:
+    """``CUSTOMER_FEATURES`` of rows that each carry their customer's earlier transactions (the streaming
+    step: ``history_lengths[i]`` (time, amount) pairs of the histories laid end to end, as
+    ``detectors.ops.with_history`` hands them over; pairs later than the row are ignored). The numbers of
+    ``customer_window_stats`` over history + row, to the bit: the same integer-cent sums."""
+    t = np.asarray(t_ms, dtype=np.int64)
+    amount = np.asarray(amount, dtype=np.float64)
+    n = len(t)
+    owner = np.repeat(np.arange(n), np.asarray(history_lengths, dtype=np.int64))
+    ht = np.asarray(history_t_ms, dtype=np.int64)
+    hc = np.rint(np.asarray(history_amount, dtype=np.float64) * 100).astype(np.int64)
+    cents = np.rint(amount * 100).astype(np.int64)
+    before = ht <= t[owner]
+    out: dict[str, np.ndarray] = {}
+    for w in CUSTOMER_WINDOWS_DAYS:
+        inside = before & (ht > t[owner] - w * DAY_MS)
+        count = 1 + np.bincount(owner[inside], minlength=n)
+        total, squares = cents.copy(), cents * cents
+        np.add.at(total, owner[inside], hc[inside])
+        with np.errstate(over="ignore"):
+            np.add.at(squares, owner[inside], hc[inside] * hc[inside])
+        _window_features(out, w, count, total, squares, amount)
+    return pd.DataFrame(out)[CUSTOMER_FEATURES]
 
 
 # ---------------------------------------------------------------------------------------------

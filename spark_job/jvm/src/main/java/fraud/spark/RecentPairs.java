@@ -1,7 +1,5 @@
 package fraud.spark;
 
-import java.sql.Timestamp;
-import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -139,11 +137,6 @@ public final class RecentPairs implements FlatMapGroupsWithStateFunction<Row, Ro
     }
 
     private long micros(Row row) {
-        Object value = row.get(timeIndex);
-        if (value instanceof Timestamp ts) {
-            return Math.floorDiv(ts.getTime(), 1000) * 1_000_000 + ts.getNanos() / 1000;
-        }
-        Instant instant = (Instant) value;
-        return instant.getEpochSecond() * 1_000_000 + instant.getNano() / 1000;
+        return EventTimes.micros(row.get(timeIndex));
     }
 }

@@ -1,14 +1,12 @@
-"""ml_score's streaming features keep their per-customer history in buckets of customers
-(``models.spark_features.bucket_step``): the same features as one customer at a time, to the bit."""
+"""ml_score's streaming features from each row's own history (``models.spark_features.customer_step_from_history``,
+the rows as ``detectors.ops.with_history`` hands them over): the same features as one customer at a time
+with its history kept apart, to the bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
-from pyspark.sql.streaming.state import GroupState, GroupStateTimeout
-
-from common.keyed_histories import KeyedHistories
 from models import features as fx
 from models import spark_features
 
@@ -52,34 +50,40 @@ def by_txn(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values("txn_id").reset_index(drop=True)
 
 
-def test_a_bucket_computes_every_customers_features_as_if_each_had_its_own_state():
+def with_histories(batches: list[pd.DataFrame]) -> list[pd.DataFrame]:
+    """Each batch's rows with their customer's history, as ``with_history`` specifies it (the Java operator
+    is held to that in tests/integration/test_with_history.py): a customer's rows by (time, id), each with
+    the pairs learnt before it; at the batch's end, pairs KEEP_MS or more older than the newest forgotten."""
+    learnt: dict[str, list[tuple[int, float]]] = {}
+    out = []
+    for frame in batches:
+        rows = frame.assign(_t=fx.to_ms(frame["event_time"])).sort_values(["customer_id", "_t", "txn_id"])
+        times, amounts = [], []
+        for customer, t, amount in zip(rows["customer_id"], rows["_t"], rows["amount"]):
+            entries = learnt.setdefault(customer, [])
+            times.append(np.array([e[0] for e in entries], dtype=np.int64))
+            amounts.append(np.array([e[1] for e in entries]))
+            entries.append((int(t), float(amount)))
+        for customer, entries in learnt.items():
+            newest = max(t for t, _ in entries)
+            learnt[customer] = [e for e in entries if e[0] > newest - spark_features.KEEP_MS]
+        out.append(rows.drop(columns="_t").assign(history_ms=times, history_amounts=amounts).reset_index(drop=True))
+    return out
+
+
+def test_features_from_each_rows_history_are_those_of_each_customer_with_its_own_state():
     rng = np.random.default_rng(7)
     batches = [batch(rng, T0_MS + i * 10 * fx.DAY_MS, 400, customers=40) for i in range(4)]
-    histories = KeyedHistories()
-    got = []
-    for frame in batches:
-        got.append(spark_features.bucket_step(histories, frame))
-        histories = KeyedHistories.decode(histories.encode())   # what Spark stores between batches
+    # a late batch: its rows precede rows already learnt (those must not count)
+    batches.append(batch(rng, T0_MS + 35 * fx.DAY_MS, 100, customers=40))
+    got = [spark_features.customer_step_from_history(frame) for frame in with_histories(batches)]
     expected = by_txn(one_customer_at_a_time(batches))
     actual = by_txn(pd.concat(got, ignore_index=True))
     pd.testing.assert_frame_equal(actual[expected.columns], expected, check_exact=True)
 
 
-def state(value, watermark_ms: int, timed_out: bool = False) -> GroupState:
-    """The state Spark hands to a call: the stored value (or none) and the batch's watermark."""
-    return GroupState(optionalValue=value, batchProcessingTimeMs=watermark_ms, eventTimeWatermarkMs=watermark_ms,
-                      timeoutConf=GroupStateTimeout.EventTimeTimeout, hasTimedOut=timed_out, watermarkPresent=True,
-                      defined=value is not None, updated=False, removed=False, timeoutTimestamp=-1,
-                      keyAsUnsafe=b"", valueSchema=None)
-
-
-def test_a_customer_idle_for_longer_than_the_windows_is_forgotten_with_its_bucket():
-    frame = batch(np.random.default_rng(3), T0_MS, 50, customers=5)
-    first = state(None, T0_MS)
-    assert len(list(spark_features._streaming_function((1,), iter([frame]), first))[0]) == 50
-    oldest_newest = min(int(fx.to_ms(rows["event_time"]).max()) for _, rows in frame.groupby("customer_id"))
-    assert first._timeout_timestamp == oldest_newest + spark_features.KEEP_MS   # due when the first goes idle
-    newest = int(fx.to_ms(frame["event_time"]).max())
-    timed_out = state(first._value, newest + spark_features.KEEP_MS + 1, timed_out=True)
-    assert list(spark_features._streaming_function((1,), iter([]), timed_out)) == []
-    assert timed_out._removed
+def test_a_row_without_history_counts_itself_only():
+    frame = batch(np.random.default_rng(3), T0_MS, 10, customers=1).iloc[:1]
+    [row] = with_histories([frame])
+    out = spark_features.customer_step_from_history(row)
+    assert out["customer_nb_tx_30d"].tolist() == [1.0] and out["customer_std_amount_30d"].tolist() == [0.0]

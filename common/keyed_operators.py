@@ -1,0 +1,57 @@
+"""The job jar's keyed stateful operators (``spark_job/jvm``, Spark's ``flatMapGroupsWithState``), called from
+PySpark: every pair of a key's rows within a gap, and every row with its key's recent history. Detectors
+reach them as ``detectors.ops.pairs_within`` and ``detectors.ops.with_history``; the ML features too."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+
+def pairs_within(rows: DataFrame, *, key: str, max_gap_seconds: float, names: tuple[str, str],
+                 time: str = "event_time", id: str = "txn_id") -> DataFrame:
+    """Every pair of ``rows`` with the same ``key`` at most ``max_gap_seconds`` apart in ``time``.
+
+    One row per pair, two struct columns named by ``names`` (earlier, later), each holding a row of
+    ``rows``: the earlier has the smaller ``time``, or the smaller ``id`` at equal times; rows with the same
+    ``id`` never pair. It finds what this self-join finds::
+
+        a, b = rows.alias(names[0]), rows.alias(names[1])
+        a.join(b, (a[key] == b[key]) & (b[time] >= a[time]) & (b[time] <= a[time] + max_gap)
+                  & (a[id] != b[id]) & ((b[time] > a[time]) | (b[id] > a[id])))
+
+    but as one keyed operator (``fraud.spark.RecentPairs`` in the job's jar, Spark's
+    ``flatMapGroupsWithState``): on a stream each key keeps only its rows that can still pair (until the
+    watermark passes ``time + max_gap``), in one state row, and a micro-batch reads and writes only the keys
+    it touches, where a self-join keeps both sides and Spark plans both every micro-batch. Rows behind the
+    watermark are dropped, as the join drops them. The fields are read as ``F.col(f"{names[1]}.amount")``.
+    """
+    session = rows.sparkSession
+    pairs = session.sparkContext._jvm.fraud.spark.RecentPairs.pairs(
+        rows._jdf, key, time, id, int(round(max_gap_seconds * 1e6)), names[0], names[1])
+    return DataFrame(pairs, session)
+
+
+def with_history(rows: DataFrame, *, key: str, value: str, max_entries: int = 0, min_gap_seconds: float = 0.0,
+                 keep_seconds: float = 0.0, idle_seconds: float, time: str = "event_time", id: str = "txn_id",
+                 names: tuple[str, str] = ("history_ms", "history_values")) -> DataFrame:
+    """``rows`` with two array columns named by ``names``: the event times (epoch ms) and the ``value``\\ s
+    of the key's history when the row came, oldest learnt first. Scoring a row against its key's recent
+    past is then a stateless step (``mapInPandas``), which a query may hold any number of.
+
+    A key's rows of one micro-batch are taken in event-time order, ties by ``id``, after those of earlier
+    micro-batches (arrival order across batches). Each is emitted with the entries learnt before it; then
+    it is learnt unless its time is less than ``min_gap_seconds`` from the key's newest event time so far
+    (a burst counts once) or its value is null. The history keeps the last ``max_entries`` (0: all) and
+    forgets entries ``keep_seconds`` or more older than the key's newest (0: never); on a stream the key
+    is forgotten when the watermark passes its newest event time plus ``idle_seconds``, and rows behind
+    the watermark are dropped. On a static DataFrame each key starts empty.
+
+    One keyed operator (``fraud.spark.RecentHistory`` in the job's jar, Spark's ``flatMapGroupsWithState``):
+    one state row per key, read and written only when the key has rows.
+    """
+    session = rows.sparkSession
+    micros = lambda seconds: int(round(seconds * 1e6))
+    history = session.sparkContext._jvm.fraud.spark.RecentHistory.history(
+        rows._jdf, key, time, id, value, int(max_entries), micros(min_gap_seconds), micros(keep_seconds),
+        micros(idle_seconds), names[0], names[1])
+    return DataFrame(history, session)
