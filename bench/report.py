@@ -202,7 +202,6 @@ def markdown(results: dict) -> str:
 
 def _order(name: str) -> tuple:
     order = ["spark_all_per_query", "spark_all_shared", "spark_all_shared_large_batches", "spark_all_shared_default_batches",
-             "spark_all_shared_card_groups",
              "spark_native_shared",
              "spark_double_swipe", "spark_ds_velocity", "spark_ds_velocity_builtin_sink", "python_1p", "python_2p", "faust_1p"]
     return (order.index(name) if name in order else 99, name)

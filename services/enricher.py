@@ -170,17 +170,33 @@ def store() -> RedisContextStore:
 
 
 async def publish_enriched(records: list[tuple[str, dict]]) -> None:
-    """Send every record, then wait for all the broker's acknowledgements. A failed send (after the
-    producer's own retries) sends the whole batch again: duplicates are allowed, losses are not."""
+    """Send every record, then wait for all the broker's acknowledgements. Records whose send failed
+    (after the producer's own retries) are sent again, only those: a resent record can still be a
+    duplicate if the broker wrote it but its answer was lost, but none is lost."""
     from aiokafka.errors import KafkaError
     from faust.exceptions import ProducerSendError
 
-    async def send_all():
-        futures = [await enriched_topic.send(key=key.encode(), value=json_bytes(value))
-                   for key, value in records]
-        await asyncio.gather(*futures)
-    await retry_forever("kafka: publish enriched alerts", send_all,
-                        retry_on=(KafkaError, ProducerSendError))
+    async def send(key: str, value: dict):
+        return await enriched_topic.send(key=key.encode(), value=json_bytes(value))
+
+    await resend_failed(records, send, retry=lambda op: retry_forever(
+        "kafka: publish enriched alerts", op, retry_on=(KafkaError, ProducerSendError)))
+
+
+async def resend_failed(records: list[tuple[str, dict]], send, retry) -> None:
+    """``send`` each record (a coroutine returning the delivery future), wait for every delivery, and
+    ``retry`` the operation on the records not yet delivered until none is left."""
+    pending = list(records)
+
+    async def send_pending():
+        nonlocal pending
+        results = await asyncio.gather(*[await send(key, value) for key, value in pending], return_exceptions=True)
+        failed = [(record, result) for record, result in zip(pending, results) if isinstance(result, BaseException)]
+        pending = [record for record, _ in failed]
+        if failed:
+            raise failed[0][1]
+
+    await retry(send_pending)
 
 
 @app.agent(alerts_topic)

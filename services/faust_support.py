@@ -1,6 +1,9 @@
 """What every downstream Faust service shares: the app factory, read_committed consumers, Redis
 with retry.
 
+Idempotent producer: Faust's at-least-once producer retries without Kafka's idempotence, so a retried
+request that had in fact been written duplicates its records; ``_IdempotentProducer`` turns it on.
+
 read_committed: faust-streaming has no setting for the consumer's isolation level; it reads
 ``read_committed`` only under ``processing_guarantee="exactly_once"``, which would also turn on its
 per-partition transactional producers. The alert writers commit Kafka transactions (docs/architecture.md,
@@ -53,8 +56,18 @@ class _ReadCommittedConsumer(faust_aiokafka.Consumer):
         return _ReadCommittedConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
 
+class _IdempotentProducer(faust_aiokafka.Producer):
+    """Faust's producer with Kafka's idempotence on under ``at_least_once`` too (Faust turns it on only
+    for its transactions): the client's own retries of a request whose answer was lost (a timeout, a
+    leader change while the broker starts) then cannot write a record twice."""
+
+    def _settings_extra(self):
+        return {**super()._settings_extra(), "acks": "all", "enable_idempotence": True}
+
+
 class ReadCommittedTransport(faust_aiokafka.Transport):
     Consumer = _ReadCommittedConsumer
+    Producer = _IdempotentProducer
 
 
 class KeepDeliveredFlowControl(FlowControlEvent):

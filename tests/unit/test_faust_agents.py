@@ -141,3 +141,43 @@ def test_an_agent_error_ends_the_worker_so_the_event_is_redelivered():
     assert result.returncode == EXIT_AGENT_FAILED
     assert "the test agent failed" in result.stderr and "RuntimeError: boom" in result.stderr
     assert "not reached" not in result.stdout
+
+
+def test_a_failed_publish_sends_again_only_the_records_not_delivered():
+    """The enricher resends the records whose delivery failed, not the whole batch: a batch resent whole
+    duplicated the alerts already acknowledged (a compose run without faults once showed 11)."""
+    from aiokafka.errors import KafkaTimeoutError
+
+    from services.faust_support import retry_forever
+
+    attempts: list[str] = []
+
+    async def send(key, value):
+        attempts.append(value["id"])
+        future = asyncio.get_running_loop().create_future()
+        if value["id"] == "b" and attempts.count("b") == 1:
+            future.set_exception(KafkaTimeoutError())
+        else:
+            future.set_result(None)
+        return future
+
+    async def no_wait(_seconds):
+        return None
+
+    records = [("c1", {"id": "a"}), ("c2", {"id": "b"}), ("c3", {"id": "c"})]
+    asyncio.run(enricher.resend_failed(records, send, retry=lambda op: retry_forever(
+        "publish", op, retry_on=(KafkaTimeoutError,), sleep=no_wait)))
+    assert attempts == ["a", "b", "c", "b"]
+
+
+def test_the_services_producer_is_idempotent():
+    """Faust's at-least-once producer, as the services build it, has Kafka's idempotence on (its retries
+    cannot duplicate a record); nothing connects until it starts."""
+    async def build():
+        producer = enricher.app.producer._new_producer()
+        try:
+            return producer._txn_manager is not None
+        finally:
+            await producer.stop()
+
+    assert asyncio.run(build())
