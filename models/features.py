@@ -6,9 +6,10 @@ Every number the model sees is computed by the pandas/numpy functions of this mo
 * batch (training, ``models.training``): ``build_features(transactions, terminal_table)`` over the whole
   simulated history at once;
 * Spark (the ``ml_score`` detector, ``models.spark_features``): the very same ``row_features`` and
-  ``customer_window_stats`` run inside ``applyInPandas`` (static DataFrame) or ``applyInPandasWithState``
-  (stream), and the very same ``terminal_features`` runs in ``mapInPandas`` on the rows of the same
-  ``terminal_feature_table``.
+  ``customer_window_stats`` run inside ``applyInPandas`` (static DataFrame); on a stream each row comes
+  with its customer's history and ``customer_features_from_histories`` computes the same integer-cent
+  sums over it, to the bit; the very same ``terminal_features`` runs in ``mapInPandas`` on the rows of
+  the same ``terminal_feature_table``.
 
 Spark contributes only an equality join on ``(terminal_id, day)``, so the two paths cannot drift: there
 is no second implementation of any window, flag or ratio to keep in step (the parity test checks it).
@@ -16,8 +17,8 @@ is no second implementation of any window, flag or ratio to keep in step (the pa
 Where the state lives, and why
 ------------------------------
 * **Customer windows (count, mean, standard deviation of amounts over 1, 7, 30 days) are streamed.** They
-  need only the customer's own recent transactions, which the stream has: ``applyInPandasWithState``
-  keyed by ``customer_id`` keeps each customer's last 30 days (+ one day of margin for late rows) of
+  need only the customer's own recent transactions, which the stream has: keyed state (``detectors.ops.with_history``,
+  in the JVM) keeps each customer's last 30 days (+ one day of margin for late rows) of
   (event time, amount) as 16 bytes per transaction, evicted by an event-time timeout. A table would be
   stale by up to its refresh period exactly where it matters most (a card being drained right now raises
   its 1-day count and mean within minutes).
