@@ -96,7 +96,7 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
         fresh.sort(Comparator.comparingLong((Row row) -> EventTimes.micros(row.get(timeIndex)))
                 .thenComparing(row -> row.getString(idIndex)));
 
-        ArrayDeque<long[]> times = new ArrayDeque<>();      // micros, oldest learnt first
+        ArrayDeque<Long> times = new ArrayDeque<>();        // micros, oldest learnt first
         ArrayDeque<Double> learnt = new ArrayDeque<>();
         long newest = Long.MIN_VALUE;
         boolean known = false;
@@ -107,7 +107,7 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
             List<Long> storedTimes = stored.getList(1);
             List<Double> storedValues = stored.getList(2);
             for (int i = 0; i < storedTimes.size(); i++) {
-                times.addLast(new long[] {storedTimes.get(i)});
+                times.addLast(storedTimes.get(i));
                 learnt.addLast(storedValues.get(i));
             }
         }
@@ -120,7 +120,7 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
             newest = known ? Math.max(newest, t) : t;
             known = true;
             if (learn && !row.isNullAt(valueIndex)) {
-                times.addLast(new long[] {t});
+                times.addLast(t);
                 learnt.addLast(((Number) row.get(valueIndex)).doubleValue());
                 if (maxEntries > 0 && learnt.size() > maxEntries) {
                     times.pollFirst();
@@ -134,12 +134,12 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
         return out.iterator();
     }
 
-    private static Row withHistory(Row row, ArrayDeque<long[]> times, ArrayDeque<Double> learnt) {
+    private static Row withHistory(Row row, ArrayDeque<Long> times, ArrayDeque<Double> learnt) {
         long[] millis = new long[times.size()];
         double[] amounts = new double[learnt.size()];
         int i = 0;
-        for (long[] t : times) {
-            millis[i++] = Math.floorDiv(t[0], 1000);
+        for (long t : times) {
+            millis[i++] = Math.floorDiv(t, 1000);
         }
         i = 0;
         for (Double v : learnt) {
@@ -155,14 +155,14 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
     }
 
     /** Store the entries still within {@code keep} of the newest event time; time the key out when idle. */
-    private void keep(long newest, ArrayDeque<long[]> times, ArrayDeque<Double> learnt, GroupState<Row> state) {
+    private void keep(long newest, ArrayDeque<Long> times, ArrayDeque<Double> learnt, GroupState<Row> state) {
         List<Long> keptTimes = new ArrayList<>(times.size());
         List<Double> keptValues = new ArrayList<>(learnt.size());
         Iterator<Double> value = learnt.iterator();
-        for (long[] t : times) {
+        for (long t : times) {
             double v = value.next();
-            if (keepMicros <= 0 || t[0] > newest - keepMicros) {
-                keptTimes.add(t[0]);
+            if (keepMicros <= 0 || t > newest - keepMicros) {
+                keptTimes.add(t);
                 keptValues.add(v);
             }
         }
