@@ -7,6 +7,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 
 
+def _micros(seconds: float) -> int:
+    return int(round(seconds * 1e6))
+
+
 def pairs_within(rows: DataFrame, *, key: str, max_gap_seconds: float, names: tuple[str, str],
                  time: str = "event_time", id: str = "txn_id") -> DataFrame:
     """Every pair of ``rows`` with the same ``key`` at most ``max_gap_seconds`` apart in ``time``.
@@ -27,7 +31,7 @@ def pairs_within(rows: DataFrame, *, key: str, max_gap_seconds: float, names: tu
     """
     session = rows.sparkSession
     pairs = session.sparkContext._jvm.fraud.spark.RecentPairs.pairs(
-        rows._jdf, key, time, id, int(round(max_gap_seconds * 1e6)), names[0], names[1])
+        rows._jdf, key, time, id, _micros(max_gap_seconds), names[0], names[1])
     return DataFrame(pairs, session)
 
 
@@ -50,8 +54,7 @@ def with_history(rows: DataFrame, *, key: str, value: str, max_entries: int = 0,
     one state row per key, read and written only when the key has rows.
     """
     session = rows.sparkSession
-    micros = lambda seconds: int(round(seconds * 1e6))
     history = session.sparkContext._jvm.fraud.spark.RecentHistory.history(
-        rows._jdf, key, time, id, value, int(max_entries), micros(min_gap_seconds), micros(keep_seconds),
-        micros(idle_seconds), names[0], names[1])
+        rows._jdf, key, time, id, value, int(max_entries), _micros(min_gap_seconds), _micros(keep_seconds),
+        _micros(idle_seconds), names[0], names[1])
     return DataFrame(history, session)
