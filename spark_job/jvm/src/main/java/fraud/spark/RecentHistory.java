@@ -3,17 +3,13 @@ package fraud.spark;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Collections;
-import java.util.Comparator;
 import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.GroupState;
-import org.apache.spark.sql.streaming.GroupStateTimeout;
-import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
@@ -66,7 +62,6 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
                                        int maxEntries, long minGapMicros, long keepMicros, long idleMicros,
                                        String times, String values) {
         StructType schema = rows.schema();
-        StructType keySchema = new StructType().add(schema.apply(key));
         StructType output = schema
                 .add(times, DataTypes.createArrayType(DataTypes.LongType, false), false)
                 .add(values, DataTypes.createArrayType(DataTypes.DoubleType, false), false);
@@ -74,15 +69,9 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
                 .add("newest", DataTypes.LongType, false)
                 .add("times", DataTypes.createArrayType(DataTypes.LongType, false), false)
                 .add("values", DataTypes.createArrayType(DataTypes.DoubleType, false), false);
-        boolean streaming = rows.isStreaming();
         RecentHistory function = new RecentHistory(schema.fieldIndex(time), schema.fieldIndex(id),
-                schema.fieldIndex(value), maxEntries, minGapMicros, keepMicros, idleMicros, streaming);
-        GroupStateTimeout timeout = streaming ? GroupStateTimeout.EventTimeTimeout() : GroupStateTimeout.NoTimeout();
-        // groupBy(key).as(...), as RecentPairs: the key column itself groups, so no shuffle.
-        return rows.groupBy(key)
-                .as(Encoders.row(keySchema), Encoders.row(schema))
-                .flatMapGroupsWithState(function, OutputMode.Append(), Encoders.row(state), Encoders.row(output),
-                                        timeout);
+                schema.fieldIndex(value), maxEntries, minGapMicros, keepMicros, idleMicros, rows.isStreaming());
+        return KeyedGroups.flatMapByKey(rows, key, function, state, output);
     }
 
     @Override
@@ -91,10 +80,7 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
             state.remove();
             return Collections.emptyIterator();
         }
-        List<Row> fresh = new ArrayList<>();
-        values.forEachRemaining(fresh::add);
-        fresh.sort(Comparator.comparingLong((Row row) -> EventTimes.micros(row.get(timeIndex)))
-                .thenComparing(row -> row.getString(idIndex)));
+        List<Row> fresh = KeyedGroups.sorted(values, KeyedGroups.oldestFirst(timeIndex, idIndex));
 
         ArrayDeque<Long> times = new ArrayDeque<>();        // micros, oldest learnt first
         ArrayDeque<Double> learnt = new ArrayDeque<>();

@@ -8,12 +8,9 @@ import java.util.Iterator;
 import java.util.List;
 import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
 import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.streaming.GroupState;
-import org.apache.spark.sql.streaming.GroupStateTimeout;
-import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 
@@ -54,19 +51,11 @@ public final class RecentPairs implements FlatMapGroupsWithStateFunction<Row, Ro
     public static Dataset<Row> pairs(Dataset<Row> rows, String key, String time, String id,
                                      long maxGapMicros, String earlier, String later) {
         StructType schema = rows.schema();
-        StructType keySchema = new StructType().add(schema.apply(key));
         StructType output = new StructType().add(earlier, schema, false).add(later, schema, false);
         StructType state = new StructType().add("rows", DataTypes.createArrayType(schema, false), false);
-        boolean streaming = rows.isStreaming();
         RecentPairs function = new RecentPairs(schema.fieldIndex(time), schema.fieldIndex(id), maxGapMicros,
-                                               streaming);
-        GroupStateTimeout timeout = streaming ? GroupStateTimeout.EventTimeTimeout() : GroupStateTimeout.NoTimeout();
-        // groupBy(key).as(...) keeps the key column itself as the grouping attribute (groupByKey would
-        // add a computed key): the rows, already partitioned by card, need no shuffle.
-        return rows.groupBy(key)
-                .as(Encoders.row(keySchema), Encoders.row(schema))
-                .flatMapGroupsWithState(function, OutputMode.Append(), Encoders.row(state), Encoders.row(output),
-                                        timeout);
+                                               rows.isStreaming());
+        return KeyedGroups.flatMapByKey(rows, key, function, state, output);
     }
 
     @Override
@@ -75,10 +64,8 @@ public final class RecentPairs implements FlatMapGroupsWithStateFunction<Row, Ro
             state.remove();
             return Collections.emptyIterator();
         }
-        List<Row> fresh = new ArrayList<>();
-        values.forEachRemaining(fresh::add);
-        Comparator<Row> oldestFirst = Comparator.comparingLong(this::micros).thenComparing(this::id);
-        fresh.sort(oldestFirst);
+        Comparator<Row> oldestFirst = KeyedGroups.oldestFirst(timeIndex, idIndex);
+        List<Row> fresh = KeyedGroups.sorted(values, oldestFirst);
         List<Row> stored = streaming && state.exists() ? state.get().getList(0) : List.of();
 
         List<Row> out = new ArrayList<>();
