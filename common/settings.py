@@ -128,8 +128,12 @@ class Settings:
     spark_rule_times_file: str = _env("FRAUD_SPARK_RULE_TIMES_FILE", "")
     # false: a .crc beside every local checkpoint file cost ~150 ms per live batch (docs/performance.md)
     spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", False)
+    # Writes local checkpoint files in the JVM: Hadoop's local file system starts chmod and readlink
+    # processes for each one (docs/performance.md). Empty: Spark's own manager.
+    spark_checkpoint_file_manager: str = _env("FRAUD_SPARK_CHECKPOINT_FILE_MANAGER", "fraud.spark.LocalCheckpointFiles")
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
-    # The detector job's own jar (spark_job/jvm: the contract's validation), built by `deploy fetch`.
+    # The detector job's own jar (spark_job/jvm: the validation, the keyed operators, the checkpoint
+    # files), built by `deploy fetch`.
     spark_job_jar: Path = _env("FRAUD_SPARK_JOB_JAR", REPO_ROOT / ".cache" / "jars" / "spark-job" / "fraud-spark-job.jar")
     # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing): a JVM
     # mapping them starts and plans its first batches sooner (docs/performance.md). Empty: none.

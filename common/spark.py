@@ -153,6 +153,8 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
     }
     if not settings.spark_local_checksum_files:
         config.update(RAW_LOCAL_FILE_SYSTEM)
+    if settings.spark_checkpoint_file_manager:    # a class of the job's jar, on the class path below
+        config["spark.sql.streaming.checkpointFileManagerClass"] = settings.spark_checkpoint_file_manager
     config["spark.jars"] = ",".join(str(j) for j in (job_jars(settings) if with_kafka else [job_jar(settings)]))
     config.update({k: str(v) for k, v in (extra or {}).items()})
     return config
