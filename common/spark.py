@@ -28,13 +28,14 @@ def job_jar_stamp(jar: Path) -> Path:
 
 
 def job_jar(settings: Settings) -> Path:
-    """The job's own jar (``spark_job/jvm``: the contract's validation and the detectors' pair operator),
+    """The job's own jar (``spark_job/jvm``: the contract's validation, the keyed operators, the checkpoint files),
     built by ``python -m deploy fetch``; every session has it, the detectors' harness too."""
     if not settings.spark_job_jar.exists():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is not built: "
                         f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
     stamp = job_jar_stamp(settings.spark_job_jar)     # an image's jar has none: built with its sources
-    if stamp.exists() and stamp.read_text() != spark_job_sources_digest():
+    # A driver run from the cluster's application zip has no sources on disk to compare with.
+    if stamp.exists() and SPARK_JOB_JVM.is_dir() and stamp.read_text() != spark_job_sources_digest():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is older than spark_job/jvm: "
                         f"run `make fetch` (or `python -m deploy fetch`) to build it again", UNAVAILABLE)
     return settings.spark_job_jar

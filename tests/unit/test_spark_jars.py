@@ -48,6 +48,20 @@ def test_an_images_job_jar_without_a_stamp_is_used(tmp_path, settings):
     assert job_jars(settings)[-1] == jar
 
 
+def test_a_driver_run_from_the_clusters_application_zip_uses_the_stamped_jar(tmp_path, settings, monkeypatch):
+    import zipfile
+
+    import common.spark
+
+    settings, jar = jars_in(tmp_path, settings)
+    jar.write_bytes(b"")
+    job_jar_stamp(jar).write_text("the digest of the sources it was built from")
+    app = tmp_path / "app.zip"                    # the code shipped to the cluster, without spark_job/jvm
+    zipfile.ZipFile(app, "w").close()
+    monkeypatch.setattr(common.spark, "SPARK_JOB_JVM", app / "spark_job" / "jvm")
+    assert job_jars(settings)[-1] == jar
+
+
 def test_a_local_driver_maps_the_class_archive_recorded_for_this_jvm_and_these_jars(tmp_path, settings):
     from common.spark import class_archive_key, class_archive_stamp
 
