@@ -1,6 +1,7 @@
 """The job jar's keyed stateful operators (``spark_job/jvm``, Spark's ``flatMapGroupsWithState``), called from
-PySpark: every pair of a key's rows within a gap, and every row with its key's recent history. Detectors
-reach them as ``detectors.ops.pairs_within`` and ``detectors.ops.with_history``; the ML features too."""
+PySpark: every pair of a key's rows within a gap, every row with its key's recent history, and each burst
+of a key's rows once it is long enough. Detectors reach them as ``detectors.ops.pairs_within``,
+``detectors.ops.with_history`` and ``detectors.ops.bursts``; the ML features too."""
 
 from __future__ import annotations
 
@@ -58,3 +59,30 @@ def with_history(rows: DataFrame, *, key: str, value: str, max_entries: int = 0,
         rows._jdf, key, time, id, value, int(max_entries), _micros(min_gap_seconds), _micros(keep_seconds),
         _micros(idle_seconds), names[0], names[1])
     return DataFrame(history, session)
+
+
+def bursts(rows: DataFrame, *, key: str, min_count: int, max_gap_seconds: float, value: str,
+           time: str = "event_time", id: str = "txn_id", prefix: str = "burst_") -> DataFrame:
+    """Every row of a burst of at least ``min_count`` rows of its ``key``, reported once, as soon as the
+    burst is that long.
+
+    A burst is a chain of a key's rows each less than ``max_gap_seconds`` after the previous one: the rows
+    ``session_window(time, max_gap)`` groups by ``key``. Rows are taken in event-time order, ties by ``id``
+    (within a micro-batch; across micro-batches in arrival order). A row joins every burst it is within
+    the gap of, merging them; when that burst has at least ``min_count`` rows the row is emitted with the
+    burst's rows not reported yet, itself included: the row that makes a burst of twelve five long reports
+    the first five, and each of the seven after it reports itself. Five columns are added, named from
+    ``prefix``: ``ids`` (the ids reported, by time, then id) and the burst's so far: ``count``, ``total``
+    (the sum of its rows' ``value``, nulls as 0), ``first_ms`` and ``last_ms`` (epoch ms).
+
+    Where the session window reports a burst only when the watermark passes its last row plus the gap
+    (minutes of event time after it reached its size), this reports its rows in the micro-batch that
+    brings them. One keyed operator (``fraud.spark.Bursts`` in the job's jar): one state row per key with
+    its open bursts (bounds, count, total and the rows not reported yet), dropped when the watermark
+    passes a burst's last row plus the gap; rows behind the watermark are dropped. On a static DataFrame
+    each key starts with no burst.
+    """
+    session = rows.sparkSession
+    found = session.sparkContext._jvm.fraud.spark.Bursts.bursts(
+        rows._jdf, key, time, id, value, int(min_count), _micros(max_gap_seconds), prefix)
+    return DataFrame(found, session)

@@ -6,9 +6,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 # The job jar's keyed operators, defined in common so that models/ (the ML features) can use them too.
-from common.keyed_operators import pairs_within, with_history
+from common.keyed_operators import bursts, pairs_within, with_history
 
-__all__ = ["keep", "pairs_within", "with_history"]
+__all__ = ["bursts", "keep", "pairs_within", "with_history"]
 
 
 def keep(transactions: DataFrame, condition: Column) -> DataFrame:

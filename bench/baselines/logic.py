@@ -16,14 +16,16 @@ same event-time rules as Spark's micro-batches:
 * double_swipe: each card keeps its transactions while ``event_time + 60 s >= watermark`` (they can
   still pair); a new transaction pairs with every kept one of the same merchant and amount within 60 s
   either side, oldest first, ties by txn_id: the ordered pairs of ``detectors.ops.pairs_within``;
-* velocity: small (<= 5.00) e-commerce charges of a card form session windows with a 180 s gap
-  (a charge joins every session it overlaps, merging them, as ``session_window`` does); a session is
-  emitted when the watermark reaches its end (last charge + gap) and has >= 5 charges, and dropped.
+* velocity: small (<= 5.00) e-commerce charges of a card form bursts with a 180 s gap (a charge joins
+  every burst it is less than the gap from, merging them, as ``detectors.ops.bursts`` does); once a burst
+  has 5 charges, each charge reports the burst's charges not reported yet (the fifth the first five, each
+  later one itself); a burst is dropped when the watermark reaches its end (last charge + gap).
 
 State is bounded by event time: a FIFO of (event time, card) evicts double-swipe entries, a heap of
-session ends closes sessions. Known differences from Spark: the watermark rule above, per process
+burst ends drops bursts. Known differences from Spark: the watermark rule above, per process
 (two consumer processes each see their own partitions), and one "batch" is one ``poll()`` (up to
-``max_poll_records``) rather than a micro-batch sized by ``maxOffsetsPerTrigger``.
+``max_poll_records``) rather than a micro-batch sized by ``maxOffsetsPerTrigger``, whose rows Spark takes
+per card in event-time order (here: arrival order).
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class Detection:
         # card -> (ms, txn, merchant, amount, currency, trigger context)
         self.cards: dict[str, list[tuple[int, str, str, float, str, dict]]] = {}
         self.fifo: deque[tuple[int, str]] = deque()
-        # card -> [[start, end, charges[(ms, txn, trigger context)], total, currency]]
+        # card -> [[start, end (last charge + gap), unreported charges[(ms, txn)], total, currency, count]]
         self.sessions: dict[str, list[list]] = {}
         self.ends: list[tuple[int, str]] = []
         self.counts = {"records": 0, "invalid": 0, "late_dropped": 0, "double_swipe": 0, "velocity": 0}
@@ -102,18 +104,23 @@ class Detection:
                 self.counts["double_swipe"] += 1
         kept.append((t, txn_id, merchant, amount, currency, trigger))
         self.fifo.append((t, card))
-        # velocity: small e-commerce charges into session windows
+        # velocity: small e-commerce charges into bursts, reported by the charge that makes one 5 long
         if amount <= VEL_MAX_AMOUNT and txn["channel"] == "ecom":
             sessions = self.sessions.setdefault(card, [])
-            merged = [t, t + VEL_GAP_MS, [(t, txn_id, trigger)], amount, currency]
+            merged = [t, t + VEL_GAP_MS, [(t, txn_id)], amount, currency, 1]
             rest = []
             for s in sessions:
                 if t < s[1] and t + VEL_GAP_MS > s[0]:
                     merged[0], merged[1] = min(merged[0], s[0]), max(merged[1], s[1])
                     merged[2].extend(s[2])
                     merged[3] += s[3]
+                    merged[5] += s[5]
                 else:
                     rest.append(s)
+            if merged[5] >= VEL_MIN_COUNT:
+                out.append(("alert", card, velocity_alert(card, merged, t, trigger)))
+                self.counts["velocity"] += 1
+                merged[2] = []
             rest.append(merged)
             self.sessions[card] = rest
             heapq.heappush(self.ends, (merged[1], card))
@@ -129,7 +136,7 @@ class Detection:
 
     # -- end of a batch ------------------------------------------------------------------------------
     def end_batch(self, out: list) -> None:
-        """Advance the watermark, emit closed velocity sessions, evict what can no longer match."""
+        """Advance the watermark, evict what can no longer match."""
         if not self.partition_max:
             return
         self.max_seen = min(self.partition_max.values())
@@ -142,14 +149,7 @@ class Detection:
             open_ = sessions.get(card)
             if not open_:
                 continue
-            still = []
-            for s in open_:
-                if s[1] <= wm:
-                    if len(s[2]) >= VEL_MIN_COUNT:
-                        out.append(("alert", card, velocity_alert(card, s)))
-                        self.counts["velocity"] += 1
-                else:
-                    still.append(s)
+            still = [s for s in open_ if s[1] > wm]
             if still:
                 sessions[card] = still
             else:
@@ -167,7 +167,7 @@ class Detection:
                 del cards[card]
 
     def state_rows(self) -> int:
-        return len(self.fifo) + sum(len(s[2]) for v in self.sessions.values() for s in v)
+        return len(self.fifo) + sum(1 + len(s[2]) for v in self.sessions.values() for s in v)
 
 
 def double_swipe_alert(card: str, first: tuple[int, str], second: tuple[int, str, dict], amount: float,
@@ -184,18 +184,17 @@ def double_swipe_alert(card: str, first: tuple[int, str], second: tuple[int, str
     }, separators=(",", ":"))
 
 
-def velocity_alert(card: str, s: list) -> str:
-    charges = sorted(s[2], key=lambda c: (c[0], c[1]))
-    first, last = charges[0][0], charges[-1][0]
-    count, span = len(charges), (last - first) / 1000
-    ids = [c[1] for c in charges]
+def velocity_alert(card: str, s: list, t: int, trigger: dict) -> str:
+    """The burst ``s``'s unreported charges, reported by the charge at ``t`` with context ``trigger``."""
+    ids = [c[1] for c in sorted(s[2])]
+    count, span = s[5], (s[1] - VEL_GAP_MS - s[0]) / 1000
     return json.dumps({
-        "alert_id": alert_id("velocity", ids), "detector": "velocity", "detector_version": "1.0.0",
-        "card_id": card, "txn_ids": ids, "event_time": _iso(last),
+        "alert_id": alert_id("velocity", ids), "detector": "velocity", "detector_version": "2.0.0",
+        "card_id": card, "txn_ids": ids, "event_time": _iso(t),
         "score": 1.0 - 0.5 ** (count - VEL_MIN_COUNT + 1),
         "reason": f"{count} small online charges (total {s[3]:.2f} {s[4]}) on one card within {span:.0f} s",
         "evidence": {"count": float(count), "total_amount": float(s[3]), "span_seconds": span},
-        **charges[-1][2], "detected_at": _iso(_now_ms()),
+        **trigger, "detected_at": _iso(_now_ms()),
     }, separators=(",", ":"))
 
 

@@ -9,7 +9,7 @@ against the labels. Each built-in detector must reach recall >= 0.95 on its own 
 
 How the end of the stream is handled: once every query has read the whole stream, a few "watermark tick"
 transactions a day after the last event (``harness.watermark_tick``, on a card of their own) move event
-time on, so the windows still open (velocity's session windows) close; the test then waits until every
+time on, so every stateful operator sees a watermark past the stream's end; the test then waits until every
 query has run with a watermark past the stream's end. Polling with deadlines, no sleeps.
 
 How recall treats late events: transactions labelled ``late`` arrive minutes after newer ones. Those that

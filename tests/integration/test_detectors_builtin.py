@@ -39,15 +39,20 @@ def test_double_swipe_three_swipes_and_ties(spark):
     assert alert["txn_ids"] == ["a", "b"]
 
 
-def test_velocity_one_alert_per_burst_with_its_charges_in_order(spark):
+def test_velocity_reports_a_burst_from_its_fifth_charge_on(spark):
     burst = samples.card_testing("c1", T0, count=9, every_s=20)
-    [alert] = static(spark, "velocity", list(reversed(burst)))
-    assert alert["txn_ids"] == [t["txn_id"] for t in burst]
-    assert (alert["merchant_id"], alert["amount"]) == (burst[-1]["merchant_id"], burst[-1]["amount"])
-    assert alert["event_time"] == burst[-1]["event_time"]
-    assert alert["evidence"]["count"] == 9
-    assert alert["evidence"]["span_seconds"] == pytest.approx(160)
-    assert alert["evidence"]["total_amount"] == pytest.approx(sum(t["amount"] for t in burst))
+    first, *later = sorted(static(spark, "velocity", list(reversed(burst))), key=lambda a: a["evidence"]["count"])
+    fifth = burst[4]
+    assert first["txn_ids"] == [t["txn_id"] for t in burst[:5]]
+    assert (first["merchant_id"], first["amount"]) == (fifth["merchant_id"], fifth["amount"])
+    assert first["event_time"] == fifth["event_time"]
+    assert first["evidence"]["count"] == 5 and first["score"] == pytest.approx(0.5)
+    assert first["evidence"]["span_seconds"] == pytest.approx(80)
+    assert first["evidence"]["total_amount"] == pytest.approx(sum(t["amount"] for t in burst[:5]))
+    # each later charge reports itself, with the burst so far
+    assert [(a["txn_ids"], a["evidence"]["count"]) for a in later] == [([t["txn_id"]], 6 + i)
+                                                                       for i, t in enumerate(burst[5:])]
+    assert later[-1]["evidence"]["span_seconds"] == pytest.approx(160)
 
 
 def test_amount_anomaly_fires_on_a_spike_after_enough_history(spark):
