@@ -45,7 +45,8 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
     last_alert = (figures["last_alert_at"] - figures["last_transaction_at"]
                   if figures["last_alert_at"] and figures["last_transaction_at"] else None)
     report = {
-        "duration_s": args.duration, "rate_target_per_s": args.rate, "wall_seconds": round(wall_seconds, 1),
+        "duration_s": args.duration, "rate_target_per_s": args.rate, "customers": getattr(args, "customers", None),
+        "wall_seconds": round(wall_seconds, 1),
         "transactions": figures["transactions"], "alerts": figures["alerts"],
         "alerts_by_detector": figures["alerts_by_detector"], "duplicate_alert_ids": figures["duplicate_alert_ids"],
         "dead_letters": figures["dead_letters"], "late_transactions": late,
@@ -111,9 +112,10 @@ def _per_thousand(value: float, transactions: int) -> str:
 
 
 def _markdown(report: dict) -> str:
+    world = f", {report['customers']:,} customers" if report.get("customers") else ""
     lines = ["# Demo report", "",
              f"{report['transactions']:,} transactions in {report['duration_s']:.0f} s of traffic "
-             f"(target {report['rate_target_per_s']:.0f}/s); whole run {report['wall_seconds']} s.", "",
+             f"(target {report['rate_target_per_s']:.0f}/s{world}); whole run {report['wall_seconds']} s.", "",
              "| detector | alerts | precision | recall (own scenarios) | latency p50 / p99 (s) | p99 target (s) | "
              "p99, second half of the traffic (s) | p99 written (s) |", "|---|---|---|---|---|---|---|---|"]
     for name, d in report["quality"]["detectors"].items():

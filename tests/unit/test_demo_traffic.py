@@ -51,3 +51,13 @@ def test_the_chaos_plans_publish_a_fixed_count_of_transactions():
     assert all(plan.traffic.count for plan in PLANS.values())
     assert PLANS["full"].traffic.count >= 200_000                  # issue 11
     assert {"redis_outage", "redis_kill"} <= set(PLANS["full"].faults) and "redis_kill" in PLANS["short"].faults
+
+
+def test_the_demos_world_grows_with_its_rate_so_a_simulated_day_takes_as_long_at_any_rate():
+    from demo.__main__ import parse_args
+
+    assert (parse_args([]).rate, parse_args([]).customers) == (50, 500)
+    assert parse_args(["--rate", "1000"]).customers == 10_000       # the simulator's own default
+    assert parse_args(["--rate", "100"]).customers == 1_000
+    assert parse_args(["--rate", "5"]).customers == 200              # never a world of a handful
+    assert parse_args(["--rate", "100", "--customers", "3000"]).customers == 3_000
