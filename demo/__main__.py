@@ -28,15 +28,14 @@ from demo.monitor import PipelineMonitor
 # (every amount above 220.00 is fraud); the ML model is trained on Handbook-compatible data where it
 # is on, and without it the model's alerts on large amounts would all be false positives.
 DEMO_SCENARIOS = ("amount_over_220=1",)
-# The rate at which all five detectors answered within their targets once the JVM is warm, on the 2-core
-# development machine (docs/performance.md, "The rate curve"); two minutes, because the Spark JVM's first
-# minute is spent compiling (the report gives the second half apart). `--rate 1000` shows throughput.
+# The rate of the measured curve at which the five detectors come nearest their latency targets on two
+# cores, and two minutes because the Spark JVM's first minute is spent compiling (docs/performance.md,
+# "the rate curve"; the report gives the traffic's second half apart). `--rate 1000` shows throughput.
 DEFAULT_RATE = 50
 DEFAULT_DURATION_S = 120
-# Customers per transaction per second: the simulated world grows with the rate, so a simulated day (about
-# 2.6 transactions per customer) passes in about 26 s at any rate and the cards build the same history in
-# the same wall time (500 customers at 50/s, 10,000 at 1,000/s). A fixed world at a lower rate leaves amount_anomaly
-# and ml_score without the history they score against.
+# The simulated world grows with the rate (customers per transaction per second), so a simulated day
+# passes as fast at any rate and cards build the history amount_anomaly and ml_score score against in
+# the same wall time; a fixed world at a low rate left them none.
 CUSTOMERS_PER_RATE = 10
 MIN_CUSTOMERS = 200
 REFRESH_S = 1.0           # how often the live view (a terminal) is redrawn and the drain checked

@@ -12,7 +12,7 @@ import org.apache.spark.sql.streaming.GroupStateTimeout;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.StructType;
 
-/** What the job's keyed operators (RecentPairs, RecentHistory) share: how they group and order rows. */
+/** What the job's keyed operators (RecentPairs, RecentHistory, Bursts) share: how they group and order rows. */
 final class KeyedGroups {
     private KeyedGroups() {
     }
