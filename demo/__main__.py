@@ -38,6 +38,10 @@ DEFAULT_DURATION_S = 120
 # the same wall time; a fixed world at a low rate left them none.
 CUSTOMERS_PER_RATE = 10
 MIN_CUSTOMERS = 200
+# The detector job runs its detectors on sample transactions this long before the traffic: its Python
+# workers start and load pandas and the model, and the JVM runs their code, before the first live batch
+# (docs/performance.md, "A warm job"). Not the job's own default: a restart should not wait.
+DEFAULT_WARMUP_S = 30.0
 REFRESH_S = 1.0           # how often the live view (a terminal) is redrawn and the drain checked
 PLAIN_LINE_EVERY_S = 10.0  # without a terminal (or with --no-live): one line of figures this often
 
@@ -67,6 +71,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--customers", type=positive_int, default=None,
                         help=f"customers in the simulated world (default {CUSTOMERS_PER_RATE} per transaction per "
                              "second, so a simulated day takes about 26 s at any rate)")
+    parser.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S, metavar="SECONDS",
+                        help=f"seconds the detector job runs its detectors on sample transactions before the "
+                             f"traffic, writing nothing (default {DEFAULT_WARMUP_S:.0f}; 0: none)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--detectors", nargs="+", metavar="NAME", default=None,
                         help="run only these detectors (default: every registered one); e.g. to see what one "
@@ -103,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     traffic = Traffic(seed=args.seed, duration=args.duration, rate=args.rate, customers=args.customers,
                       scenarios=DEMO_SCENARIOS)
     exit_code = 0
-    diamond = LocalDiamond(get_settings(), run_id, traffic, say, keep_topics=args.keep_topics,
+    settings = get_settings().replace(detector_warmup_s=max(0.0, args.warmup))
+    diamond = LocalDiamond(settings, run_id, traffic, say, keep_topics=args.keep_topics,
                            detectors=args.detectors or ())
     try:
         with diamond:

@@ -169,6 +169,9 @@ class LocalDiamond:
             self.run_to_end("load-reference", self.traffic.reference_args())
             self._train_model_if_missing()
             self.say("starting the detector job, the enricher, the case manager and the dashboard ...")
+            if self.settings.detector_warmup_s > 0:
+                self.say(f"  the detector job first runs its detectors on sample transactions for "
+                         f"{self.settings.detector_warmup_s:.0f} s (a warm-up; --warmup 0 for none)")
             self.start_services()
             self._wait_for_services()
         except BaseException:

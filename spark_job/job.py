@@ -109,6 +109,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from spark_job.metrics import start_job_metrics
     from spark_job.progress import ProgressListener, RedisProgress
     from spark_job.supervision import supervise
+    from spark_job.warmup import warm_up
     from spark_job.live_params import ParamsFollower, RedisParams, applied_entry
     from detectors.params import as_data
 
@@ -131,6 +132,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     for detector in job.detectors:
         if detector.name not in in_force:
             job.on_params(detector, None)
+    warm_up(spark, job.detectors, settings.detector_warmup_s)
     queries = job.start_all()
     log.info("running %s", ", ".join(q.name for q in queries))
     stop_at = time.monotonic() + args.duration if args.duration else None

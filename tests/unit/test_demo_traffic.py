@@ -61,3 +61,9 @@ def test_the_demos_world_grows_with_its_rate_so_a_simulated_day_takes_as_long_at
     assert parse_args(["--rate", "100"]).customers == 1_000
     assert parse_args(["--rate", "5"]).customers == 200              # never a world of a handful
     assert parse_args(["--rate", "100", "--customers", "3000"]).customers == 3_000
+
+
+def test_the_demo_warms_its_detector_job_up_unless_told_not_to():
+    from demo.__main__ import parse_args
+
+    assert parse_args([]).warmup == 30 and parse_args(["--warmup", "0"]).warmup == 0
