@@ -34,7 +34,7 @@ def warmup_transactions() -> list[dict]:
 
 def warm_up(spark, detectors: Sequence, seconds: float) -> int:
     """Run every detector on the same transactions again and again for about ``seconds``; the number of
-    rounds."""
+    rounds. A detector that fails is left out (logged): the warm-up never keeps the job from starting."""
     if seconds <= 0 or not detectors:
         return 0
     from detectors.harness import transactions_frame
@@ -42,10 +42,14 @@ def warm_up(spark, detectors: Sequence, seconds: float) -> int:
     txns = warmup_transactions()
     frame = transactions_frame(spark, txns).cache()
     started = time.monotonic()
-    rounds = 0
-    while rounds == 0 or time.monotonic() - started < seconds:
-        for detector in detectors:
-            detector.run(frame).collect()
+    rounds, warming = 0, list(detectors)
+    while warming and (rounds == 0 or time.monotonic() - started < seconds):
+        for detector in list(warming):
+            try:
+                detector.run(frame).collect()
+            except Exception as error:  # its live query meets it again and sets it apart (the quarantine)
+                log.warning("warm-up: %s failed (%s); not warmed", detector.name, str(error).splitlines()[0])
+                warming.remove(detector)
         rounds += 1
     frame.unpersist()
     log.info("warmed up: %d round(s) of %d detector(s) on %d transactions in %.1f s", rounds, len(detectors),

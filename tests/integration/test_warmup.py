@@ -3,6 +3,8 @@ static DataFrame (no streaming query), until its time is up; with no time it run
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from detectors import registry
@@ -25,6 +27,16 @@ def test_every_rule_detector_finds_its_pattern_in_the_warm_up_transactions(spark
     txns = warmup_transactions()
     for name in ("double_swipe", "velocity", "amount_anomaly", "impossible_travel"):
         assert run_static(registry.get(name), txns, spark), name
+
+
+def test_a_failing_detector_is_left_out_and_the_others_still_warm(spark, caplog):
+    broken = dataclasses.replace(registry.get("velocity"), name="broken", detect=_fails)
+    assert warm_up(spark, [broken, registry.get("double_swipe")], 0.1) >= 1
+    assert "warm-up: broken failed" in caplog.text
+
+
+def _fails(transactions, params):
+    raise ValueError("a detector whose code fails")
 
 
 def test_no_warm_up_runs_no_job(spark):
