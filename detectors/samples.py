@@ -8,6 +8,7 @@ pattern returns plain dicts, so a test reads like the situation it checks.
 from __future__ import annotations
 
 import itertools
+import random
 from datetime import datetime, timedelta, timezone
 
 from common.contracts import format_event_time
@@ -39,6 +40,15 @@ def txn(card_id: str, at: datetime, amount: float, *, merchant_id: str = "m-groc
 
 def by_time(txns: list[dict]) -> list[dict]:
     return sorted(txns, key=lambda t: (t["event_time"], t["txn_id"]))
+
+
+def out_of_order(timed: list[tuple[float, dict]], spread_s: float, per_batch: int, seed: int) -> list[list[dict]]:
+    """Micro-batches of ``per_batch`` transactions in an arrival order where each ``(second, transaction)``
+    comes up to ``spread_s`` seconds of event time early or late against its neighbours (keep it within
+    the detector's watermark to have nothing dropped)."""
+    rng = random.Random(seed)
+    arrival = [t for _, t in sorted(timed, key=lambda st: st[0] + rng.uniform(-spread_s / 2, spread_s / 2))]
+    return [arrival[i:i + per_batch] for i in range(0, len(arrival), per_batch)]
 
 
 # --- fraud patterns -----------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from common.contracts import parse_event_time
 from detectors import harness
 from detectors.base import Detector, alerts
 from detectors.ops import bursts
-from detectors.samples import T0, txn
+from detectors.samples import T0, out_of_order, txn
 
 pytestmark = pytest.mark.integration
 
@@ -97,9 +97,7 @@ def test_every_row_of_a_long_burst_is_reported_once_statically(spark):
 def test_bursts_on_a_stream_arriving_out_of_order(spark, tmp_path):
     traffic = _traffic()
     # Each row arrives up to 40 s of event time early or late against its neighbours: within the watermark.
-    rng = random.Random(3)
-    arrival = [t for _, t in sorted(traffic, key=lambda st: st[0] + rng.uniform(-20, 20))]
-    batches = [arrival[i:i + 40] for i in range(0, len(arrival), 40)]
+    batches = out_of_order(traffic, spread_s=40, per_batch=40, seed=3)
     want = expected(batches)
     assert want != expected([[t for _, t in traffic]])     # arrival order matters: the case is exercised
     batches.append([harness.watermark_tick(T0 + timedelta(hours=3))])

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from detectors import harness
 from detectors.base import Detector, alerts
 from detectors.ops import pairs_within
-from detectors.samples import T0, txn
+from detectors.samples import T0, out_of_order, txn
 
 pytestmark = pytest.mark.integration
 
@@ -76,9 +76,7 @@ def test_the_same_pairs_as_the_self_join_on_a_stream_arriving_out_of_order(spark
     txns = [t for _, t in traffic]
     # Each row arrives up to 90 s of event time early or late against its neighbours: within the 2-minute
     # watermark, so the join drops nothing either.
-    rng = random.Random(11)
-    arrival = [t for _, t in sorted(traffic, key=lambda st: st[0] + rng.uniform(-45, 45))]
-    batches = [arrival[i:i + 50] for i in range(0, len(arrival), 50)]
+    batches = out_of_order(traffic, spread_s=90, per_batch=50, seed=11)
     batches.append([harness.watermark_tick(T0 + timedelta(hours=1))])
     expected = _pairs(harness.run_static(BY_SELF_JOIN, txns, spark))
 

@@ -18,7 +18,7 @@ from common.contracts import parse_event_time
 from detectors import harness
 from detectors.base import Detector, alerts
 from detectors.ops import with_history
-from detectors.samples import T0, txn
+from detectors.samples import T0, out_of_order, txn
 
 pytestmark = pytest.mark.integration
 
@@ -98,9 +98,7 @@ def test_every_row_has_its_history_statically(spark):
 def test_every_row_has_its_history_on_a_stream_arriving_out_of_order(spark, tmp_path):
     traffic = _traffic()
     # Each row arrives up to 90 s of event time early or late against its neighbours: within the watermark.
-    rng = random.Random(11)
-    arrival = [t for _, t in sorted(traffic, key=lambda st: st[0] + rng.uniform(-45, 45))]
-    batches = [arrival[i:i + 50] for i in range(0, len(arrival), 50)]
+    batches = out_of_order(traffic, spread_s=90, per_batch=50, seed=11)
     want = expected(batches)
     assert want != expected([[t for _, t in traffic]])     # arrival order matters: the case is exercised
     batches.append([harness.watermark_tick(T0 + timedelta(hours=3))])

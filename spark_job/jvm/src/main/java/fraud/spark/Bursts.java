@@ -1,7 +1,6 @@
 package fraud.spark;
 
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.Iterator;
@@ -136,26 +135,14 @@ public final class Bursts implements FlatMapGroupsWithStateFunction<Row, Row, Ro
     }
 
     private Row reported(Row row, Burst burst) {
-        Integer[] order = new Integer[burst.ids.size()];
-        for (int i = 0; i < order.length; i++) {
-            order[i] = i;
+        List<Integer> order = new ArrayList<>(burst.ids.size());
+        for (int i = 0; i < burst.ids.size(); i++) {
+            order.add(i);
         }
-        Arrays.sort(order, Comparator.comparingLong((Integer i) -> burst.times.get(i))
-                .thenComparing(i -> burst.ids.get(i)));
-        String[] ids = new String[order.length];
-        for (int i = 0; i < order.length; i++) {
-            ids[i] = burst.ids.get(order[i]);
-        }
-        Object[] fields = new Object[row.length() + 5];
-        for (int f = 0; f < row.length(); f++) {
-            fields[f] = row.get(f);
-        }
-        fields[row.length()] = ids;
-        fields[row.length() + 1] = burst.count;
-        fields[row.length() + 2] = burst.total;
-        fields[row.length() + 3] = Math.floorDiv(burst.first, 1000);
-        fields[row.length() + 4] = Math.floorDiv(burst.last, 1000);
-        return RowFactory.create(fields);
+        order.sort(Comparator.comparingLong((Integer i) -> burst.times.get(i)).thenComparing(burst.ids::get));
+        String[] ids = order.stream().map(burst.ids::get).toArray(String[]::new);
+        return KeyedGroups.appended(row, ids, burst.count, burst.total, Math.floorDiv(burst.first, 1000),
+                                    Math.floorDiv(burst.last, 1000));
     }
 
     private static List<Burst> load(Row stored) {
@@ -190,7 +177,6 @@ public final class Bursts implements FlatMapGroupsWithStateFunction<Row, Row, Ro
             return;
         }
         state.update(RowFactory.create((Object) kept.toArray(new Row[0])));
-        // Spark times a key out once its timestamp is behind the watermark: when no row can join any burst.
-        state.setTimeoutTimestamp(Math.max(Math.floorDiv(closes, 1000), state.getCurrentWatermarkMs() + 1));
+        KeyedGroups.timeOutAt(state, closes);      // when no row can join any burst
     }
 }

@@ -8,6 +8,8 @@ import org.apache.spark.api.java.function.FlatMapGroupsWithStateFunction;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.GroupState;
 import org.apache.spark.sql.streaming.GroupStateTimeout;
 import org.apache.spark.sql.streaming.OutputMode;
 import org.apache.spark.sql.types.StructType;
@@ -48,5 +50,24 @@ final class KeyedGroups {
         values.forEachRemaining(rows::add);
         rows.sort(order);
         return rows;
+    }
+
+    /** {@code row} with {@code more} values appended, for an output schema of the input's plus columns. */
+    static Row appended(Row row, Object... more) {
+        Object[] fields = new Object[row.length() + more.length];
+        for (int f = 0; f < row.length(); f++) {
+            fields[f] = row.get(f);
+        }
+        System.arraycopy(more, 0, fields, row.length(), more.length);
+        return RowFactory.create(fields);
+    }
+
+    /**
+     * Time the key out at {@code micros} of event time. A row between the previous batch's watermark (which
+     * drops late rows) and the current one can put that behind the current watermark, which Spark refuses:
+     * the key is then evicted at the next batch.
+     */
+    static void timeOutAt(GroupState<Row> state, long micros) {
+        state.setTimeoutTimestamp(Math.max(Math.floorDiv(micros, 1000), state.getCurrentWatermarkMs() + 1));
     }
 }

@@ -131,13 +131,7 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
         for (Double v : learnt) {
             amounts[i++] = v;
         }
-        Object[] fields = new Object[row.length() + 2];
-        for (int f = 0; f < row.length(); f++) {
-            fields[f] = row.get(f);
-        }
-        fields[row.length()] = millis;
-        fields[row.length() + 1] = amounts;
-        return RowFactory.create(fields);
+        return KeyedGroups.appended(row, millis, amounts);
     }
 
     /** Store the entries still within {@code keep} of the newest event time; time the key out when idle. */
@@ -153,9 +147,6 @@ public final class RecentHistory implements FlatMapGroupsWithStateFunction<Row, 
             }
         }
         state.update(RowFactory.create(newest, keptTimes.toArray(new Long[0]), keptValues.toArray(new Double[0])));
-        // A row between the previous batch's watermark (which drops late rows) and the current one can
-        // make the wanted timeout fall behind the current watermark, which Spark refuses: evict it next.
-        long wanted = Math.floorDiv(newest + idleMicros, 1000);
-        state.setTimeoutTimestamp(Math.max(wanted, state.getCurrentWatermarkMs() + 1));
+        KeyedGroups.timeOutAt(state, newest + idleMicros);
     }
 }
