@@ -52,11 +52,12 @@ BY_SELF_JOIN = Detector(name="pairs_by_self_join", version="1", description="eve
 
 
 def _traffic(seed: int = 7, count: int = 400) -> list[tuple[int, dict]]:
-    """Twelve cards over ten minutes of event time, ties on whole seconds, gaps within and beyond 60 s:
-    (second of event time, transaction)."""
+    """Twelve cards over ten minutes of event time, ties on whole seconds, gaps within and beyond 60 s, every
+    third one online (null lat/lon, kept in the operator's packed state): (second of event time, transaction)."""
     rng = random.Random(seed)
     seconds = [rng.randrange(600) for _ in range(count)]
-    return [(s, txn(f"card-{rng.randrange(12)}", T0 + timedelta(seconds=s), 10.0, txn_id=f"t{i:04d}"))
+    return [(s, txn(f"card-{rng.randrange(12)}", T0 + timedelta(seconds=s), 10.0, txn_id=f"t{i:04d}",
+                    channel="ecom" if i % 3 == 0 else "pos"))
             for i, s in enumerate(seconds)]
 
 

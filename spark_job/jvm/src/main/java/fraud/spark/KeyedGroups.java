@@ -21,7 +21,8 @@ final class KeyedGroups {
 
     /**
      * {@code function} over {@code rows} grouped by the column {@code key}: event-time timeouts on a stream,
-     * none on a static Dataset (one call per key, no state).
+     * none on a static Dataset (one call per key, no state). Its state rows have the schema {@code state};
+     * Spark keeps them packed ({@link PackedState}).
      */
     static Dataset<Row> flatMapByKey(Dataset<Row> rows, String key,
                                      FlatMapGroupsWithStateFunction<Row, Row, Row, Row> function,
@@ -34,8 +35,8 @@ final class KeyedGroups {
         // add a computed key): the rows, already partitioned by card, need no shuffle.
         return rows.groupBy(key)
                 .as(Encoders.row(keySchema), Encoders.row(schema))
-                .flatMapGroupsWithState(function, OutputMode.Append(), Encoders.row(state), Encoders.row(output),
-                                        timeout);
+                .flatMapGroupsWithState(PackedState.packing(function, state), OutputMode.Append(),
+                                        Encoders.row(PackedState.SCHEMA), Encoders.row(output), timeout);
     }
 
     /** Rows by event time, then id. */

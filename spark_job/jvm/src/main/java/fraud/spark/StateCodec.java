@@ -1,0 +1,195 @@
+package fraud.spark;
+
+import java.io.ByteArrayInputStream;
+import java.io.ByteArrayOutputStream;
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.List;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.ArrayType;
+import org.apache.spark.sql.types.BooleanType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DoubleType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampType;
+import scala.collection.immutable.ArraySeq;
+
+/**
+ * A keyed operator's state row, of any schema built from strings, numbers, booleans, timestamps, arrays and
+ * structs, as bytes and back: what {@link PackedState} stores in Spark's state store instead of the row itself.
+ *
+ * <p>Why: Spark (de)serializes a state row whose schema holds arrays with code it generates and compiles
+ * again in every task of every micro-batch (the array's loop variable gets a new id each time, so its code
+ * never hits the compiled-code cache), which cost the detector job's rules query a sixth of its CPU and kept
+ * the JIT compiler busy (docs/performance.md). A binary state column is (de)serialized by code that is the
+ * same every time.
+ *
+ * <p>Decoded rows are what Spark's row encoder would hand over: arrays as Scala sequences, structs as rows,
+ * a timestamp as the Java type it was given in ({@code java.sql.Timestamp} or {@code Instant}).
+ */
+final class StateCodec implements Serializable {
+    private static final long serialVersionUID = 1L;
+    private static final byte FORMAT = 1;             // first byte of every packed state
+    private static final byte SQL_TIMESTAMP = 0;
+    private static final byte INSTANT = 1;
+
+    private final StructType schema;
+
+    StateCodec(StructType schema) {
+        check(schema, "state");
+        this.schema = schema;
+    }
+
+    byte[] encode(Row row) {
+        ByteArrayOutputStream bytes = new ByteArrayOutputStream(256);
+        try (DataOutputStream out = new DataOutputStream(bytes)) {
+            out.writeByte(FORMAT);
+            writeStruct(out, schema, row);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        return bytes.toByteArray();
+    }
+
+    Row decode(byte[] packed) {
+        try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(packed))) {
+            byte format = in.readByte();
+            if (format != FORMAT) {
+                throw new IllegalStateException("keyed operator state in format " + format + ", this job reads "
+                        + FORMAT + ": start the query from a new checkpoint");
+            }
+            return readStruct(in, schema);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    private static void check(DataType type, String where) {
+        if (type instanceof StructType struct) {
+            for (StructField field : struct.fields()) {
+                check(field.dataType(), where + "." + field.name());
+            }
+        } else if (type instanceof ArrayType array) {
+            check(array.elementType(), where + "[]");
+        } else if (!(type instanceof StringType || type instanceof DoubleType || type instanceof LongType
+                || type instanceof IntegerType || type instanceof BooleanType || type instanceof TimestampType)) {
+            throw new IllegalArgumentException("a keyed operator cannot keep " + type.simpleString() + " (" + where
+                    + ") in its state: strings, numbers, booleans, timestamps, arrays and structs only");
+        }
+    }
+
+    private static void writeStruct(DataOutputStream out, StructType struct, Row row) throws IOException {
+        StructField[] fields = struct.fields();
+        for (int i = 0; i < fields.length; i++) {
+            write(out, fields[i].dataType(), row.isNullAt(i) ? null : row.get(i));
+        }
+    }
+
+    private static Row readStruct(DataInputStream in, StructType struct) throws IOException {
+        StructField[] fields = struct.fields();
+        Object[] values = new Object[fields.length];
+        for (int i = 0; i < fields.length; i++) {
+            values[i] = read(in, fields[i].dataType());
+        }
+        return RowFactory.create(values);
+    }
+
+    private static void write(DataOutputStream out, DataType type, Object value) throws IOException {
+        out.writeBoolean(value != null);
+        if (value == null) {
+            return;
+        }
+        if (type instanceof StringType) {
+            byte[] utf8 = ((String) value).getBytes(StandardCharsets.UTF_8);
+            out.writeInt(utf8.length);
+            out.write(utf8);
+        } else if (type instanceof DoubleType) {
+            out.writeDouble(((Number) value).doubleValue());
+        } else if (type instanceof LongType) {
+            out.writeLong(((Number) value).longValue());
+        } else if (type instanceof IntegerType) {
+            out.writeInt(((Number) value).intValue());
+        } else if (type instanceof BooleanType) {
+            out.writeBoolean((Boolean) value);
+        } else if (type instanceof TimestampType) {
+            out.writeByte(value instanceof Timestamp ? SQL_TIMESTAMP : INSTANT);
+            out.writeLong(EventTimes.micros(value));
+        } else if (type instanceof StructType struct) {
+            writeStruct(out, struct, (Row) value);
+        } else {
+            DataType element = ((ArrayType) type).elementType();
+            Object[] items = elements(value);
+            out.writeInt(items.length);
+            for (Object item : items) {
+                write(out, element, item);
+            }
+        }
+    }
+
+    private static Object read(DataInputStream in, DataType type) throws IOException {
+        if (!in.readBoolean()) {
+            return null;
+        }
+        if (type instanceof StringType) {
+            byte[] utf8 = new byte[in.readInt()];
+            in.readFully(utf8);
+            return new String(utf8, StandardCharsets.UTF_8);
+        } else if (type instanceof DoubleType) {
+            return in.readDouble();
+        } else if (type instanceof LongType) {
+            return in.readLong();
+        } else if (type instanceof IntegerType) {
+            return in.readInt();
+        } else if (type instanceof BooleanType) {
+            return in.readBoolean();
+        } else if (type instanceof TimestampType) {
+            byte kind = in.readByte();
+            long micros = in.readLong();
+            Instant instant = Instant.ofEpochSecond(Math.floorDiv(micros, 1_000_000L),
+                                                    Math.floorMod(micros, 1_000_000L) * 1000);
+            return kind == SQL_TIMESTAMP ? Timestamp.from(instant) : instant;
+        } else if (type instanceof StructType struct) {
+            return readStruct(in, struct);
+        }
+        DataType element = ((ArrayType) type).elementType();
+        Object[] items = new Object[in.readInt()];
+        for (int i = 0; i < items.length; i++) {
+            items[i] = read(in, element);
+        }
+        return ArraySeq.unsafeWrapArray(items);
+    }
+
+    /** An array value as a row holds it: a Scala sequence (read from Spark), a Java list or array. */
+    private static Object[] elements(Object value) {
+        if (value instanceof Object[] array) {
+            return array;
+        }
+        if (value instanceof List<?> list) {
+            return list.toArray();
+        }
+        if (value instanceof scala.collection.Seq<?> seq) {
+            return scala.jdk.javaapi.CollectionConverters.asJava(seq).toArray();
+        }
+        if (value instanceof long[] longs) {
+            return java.util.Arrays.stream(longs).boxed().toArray();
+        }
+        if (value instanceof double[] doubles) {
+            return java.util.Arrays.stream(doubles).boxed().toArray();
+        }
+        if (value instanceof int[] ints) {
+            return java.util.Arrays.stream(ints).boxed().toArray();
+        }
+        throw new IllegalArgumentException("not an array value: " + value.getClass().getName());
+    }
+}
