@@ -132,7 +132,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     for detector in job.detectors:
         if detector.name not in in_force:
             job.on_params(detector, None)
-    warm_up(spark, job.detectors, settings.detector_warmup_s)
+    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s)
     queries = job.start_all()
     log.info("running %s", ", ".join(q.name for q in queries))
     stop_at = time.monotonic() + args.duration if args.duration else None

@@ -10,6 +10,7 @@ from typing import Callable
 
 from common.quantiles import quantile
 from common.settings import Settings
+from spark_job.warmup import PREFIX as REHEARSAL
 
 log = logging.getLogger("spark_job.progress")
 
@@ -108,6 +109,8 @@ class ProgressListener:
             log.error("query %s failed: %s", query_id, error.splitlines()[0])
 
     def record(self, progress: dict) -> None:
+        if (progress.get("name") or "").startswith(REHEARSAL):
+            return                 # the warm-up's queries (spark_job.warmup): not the job's
         summary = summarize_progress(progress)
         if self.metrics is not None:
             try:

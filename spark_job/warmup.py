@@ -1,29 +1,44 @@
-"""Run the job's detectors on simulated transactions before its queries start (a static DataFrame, nothing
-written anywhere), so the first live micro-batches do not pay the first runs of the JVM's code, Spark's
-generated code and the Python workers (pandas, the model)."""
+"""A rehearsal before the job's queries start: the same queries, on throw-away topics, fed sample transactions.
+
+A fresh JVM runs a streaming query's first minute slowly: the JIT compiles the Kafka source, the validation,
+the keyed operators and their state stores, the exactly-once writer's path and the Python workers' code
+(pandas, the model) while the first live micro-batches wait for it (docs/performance.md, "A warm job"). So,
+for ``Settings.detector_warmup_s`` seconds, the job runs its own query plans under other names, reading a
+topic of its own to which it publishes ``detectors.samples`` transactions (every rule detector's pattern in
+them) at a steady pace, and writing through the exactly-once writer to topics of their own. Then it stops
+them and deletes their topics and checkpoints: nothing of the rehearsal reaches the job's topics, progress
+files or metrics. A rehearsal query that fails is logged; the job starts anyway (its live query meets the
+failure again and the quarantine sets the detector apart).
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import time
-from typing import Sequence
+import uuid
+from datetime import timedelta
+from typing import Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
-CARDS = 40          # each with an ordinary history, an amount spike, a burst, a double swipe, a journey
+PREFIX = "warmup-"      # the rehearsal queries' names (spark_job.progress leaves them out)
+CARDS = 40              # each with an ordinary history, an amount spike, a burst, a double swipe, a journey
+PACE_PER_S = 100        # transactions a second published to the rehearsal's topic
+DRAIN_S = 60.0          # after publishing, how long the rehearsal queries get to read the rest
 
 
-def warmup_transactions() -> list[dict]:
+def warmup_transactions(round_: int = 0) -> list[dict]:
     """About 1,200 transactions over 40 cards in which every built-in detector finds its pattern
-    (``detectors.samples``), so the warm-up runs the code that finds and reports, not only the code that
-    finds nothing."""
-    from datetime import timedelta
-
+    (``detectors.samples``); round ``n`` has its own cards, two days after round ``n - 1``, so each round
+    builds state, alerts, and lets the watermark evict the round before."""
     from detectors import samples
 
     txns: list[dict] = []
     for i in range(CARDS):
-        card, start = f"warmup-{i:03d}", samples.T0 + timedelta(minutes=7 * i)
+        card = f"warmup-{round_}-{i:03d}"
+        start = samples.T0 + timedelta(days=2 * round_, minutes=7 * i)
         txns += samples.amount_spike(card, start, history=12)
         later = start + timedelta(hours=3)
         txns += samples.card_testing(card, later, count=6)
@@ -32,26 +47,116 @@ def warmup_transactions() -> list[dict]:
     return samples.by_time(txns)
 
 
-def warm_up(spark, detectors: Sequence, seconds: float) -> int:
-    """Run every detector on the same transactions again and again for about ``seconds``; the number of
-    rounds. A detector that fails is left out (logged): the warm-up never keeps the job from starting."""
-    if seconds <= 0 or not detectors:
-        return 0
-    from detectors.harness import transactions_frame
+def rehearsal_settings(settings, tag: str):
+    """The settings of a rehearsal: its own transactions, alert, marker and dead-letter topics."""
+    base = f"{settings.topic_transactions}.{PREFIX}{tag}"
+    return settings.replace(topic_transactions=base, topic_alerts=f"{base}.alerts",
+                            topic_alert_markers=f"{base}.markers", topic_dlq=f"{base}.dlq")
 
-    txns = warmup_transactions()
-    frame = transactions_frame(spark, txns).cache()
+
+def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seconds: float,
+            tag: str | None = None, keep_topics: bool = False) -> dict[str, int]:
+    """Rehearse the queries of ``plans`` (``spark_job.options.QueryPlan``) for about ``seconds``; per
+    rehearsal query that started, the transactions it read. The rehearsal's topics are named after ``tag``
+    (random by default); ``keep_topics`` leaves them (tests read them)."""
+    if seconds <= 0 or not plans:
+        return {}
+    from common.kafka_admin import TopicSpec, create_topics, delete_topics
+    from common.settings import checkpoint_location
+    from spark_job.queries import start_planned_query
+
+    tag = tag or uuid.uuid4().hex[:8]
+    rehearsal = rehearsal_settings(settings, tag)
+    topics = [TopicSpec(rehearsal.topic_transactions, settings.partitions_transactions),
+              TopicSpec(rehearsal.topic_alerts, settings.partitions_alerts),
+              TopicSpec(rehearsal.topic_dlq, settings.partitions_dlq),
+              TopicSpec(rehearsal.topic_alert_markers, 1, {"cleanup.policy": "compact"})]
+    create_topics(rehearsal, topics)
+    checkpoints = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, f"{PREFIX}{tag}")
     started = time.monotonic()
-    rounds, warming = 0, list(detectors)
-    while warming and (rounds == 0 or time.monotonic() - started < seconds):
-        for detector in list(warming):
+    queries = []
+    try:
+        warm_options = dataclasses.replace(options, starting_offsets="earliest", checkpoint_root=checkpoints)
+        for plan in plans:
             try:
-                detector.run(frame).collect()
-            except Exception as error:  # its live query meets it again and sets it apart (the quarantine)
-                log.warning("warm-up: %s failed (%s); not warmed", detector.name, str(error).splitlines()[0])
-                warming.remove(detector)
-        rounds += 1
-    frame.unpersist()
-    log.info("warmed up: %d round(s) of %d detector(s) on %d transactions in %.1f s", rounds, len(detectors),
-             len(txns), time.monotonic() - started)
-    return rounds
+                queries.append(start_planned_query(spark, dataclasses.replace(plan, name=PREFIX + plan.name),
+                                                   detectors, rehearsal, warm_options))
+            except Exception as error:  # noqa: BLE001 - its live query meets it again (the quarantine)
+                log.warning("warm-up: query %s%s cannot start (%s); the job starts anyway", PREFIX, plan.name,
+                            str(error).splitlines()[0])
+        published = _publish(rehearsal, queries, seconds)
+        read = _drain(queries, published)
+        log.info("warmed up: %d sample transactions through %s in %.1f s", published,
+                 ", ".join(f"{name} ({rows} read)" for name, rows in read.items()), time.monotonic() - started)
+        return read
+    finally:
+        for query in queries:
+            _stop(query)
+        if not keep_topics:
+            delete_topics(rehearsal, [t.name for t in topics])
+        _delete(spark, checkpoints)
+
+
+def _transactions() -> Iterator[dict]:
+    round_ = 0
+    while True:
+        yield from warmup_transactions(round_)
+        round_ += 1
+
+
+def _publish(settings, queries, seconds: float) -> int:
+    """Sample transactions to the rehearsal's topic at ``PACE_PER_S`` until ``seconds`` are up or every
+    rehearsal query has failed; how many."""
+    from common.kafka_io import json_bytes, make_producer
+
+    producer = make_producer(settings)
+    source, sent = _transactions(), 0
+    deadline = time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline and any(q.isActive for q in queries):
+            tick = time.monotonic()
+            for _ in range(PACE_PER_S // 10):
+                txn = next(source)
+                producer.send(settings.topic_transactions, key=txn["card_id"].encode(), value=json_bytes(txn))
+                sent += 1
+            producer.flush()
+            time.sleep(max(0.0, 0.1 - (time.monotonic() - tick)))
+    finally:
+        producer.close()
+    return sent
+
+
+def _drain(queries, published: int) -> dict[str, int]:
+    """Wait (at most ``DRAIN_S``) until every active rehearsal query has read all ``published``
+    transactions; per query, how many it read."""
+    from spark_job.progress import summarize_progress
+
+    def read(query) -> int:
+        progress = query.lastProgress          # PySpark's StreamingQueryProgress: its JSON as the listener has it
+        return summarize_progress(json.loads(progress.json))["end_offset_total"] if progress else 0
+
+    deadline = time.monotonic() + DRAIN_S
+    while time.monotonic() < deadline and any(q.isActive and read(q) < published for q in queries):
+        time.sleep(0.2)
+    return {q.name: read(q) for q in queries}
+
+
+def _stop(query) -> None:
+    try:
+        error = query.exception()
+        if error is not None:
+            log.warning("warm-up: query %s failed (%s); the job starts anyway", query.name,
+                        str(error).splitlines()[0])
+        query.stop()
+    except Exception as error:  # noqa: BLE001 - a rehearsal never keeps the job from starting
+        log.warning("warm-up: could not stop %s: %s", query.name, error)
+
+
+def _delete(spark, checkpoints: str) -> None:
+    """Remove the rehearsal's checkpoints, on whatever file system they are (Hadoop's API, as Spark wrote them)."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(checkpoints)
+    try:
+        path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
+    except Exception as error:  # noqa: BLE001
+        log.warning("warm-up: could not delete %s: %s", checkpoints, error)

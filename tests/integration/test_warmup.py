@@ -1,45 +1,103 @@
-"""The detector job's warm-up (spark_job/warmup.py) runs every detector on simulated transactions, as a
-static DataFrame (no streaming query), until its time is up; with no time it runs no Spark job at all."""
+"""The detector job's warm-up (spark_job/warmup.py) rehearses the job's queries on topics of their own: they
+read every sample transaction it publishes, every rule detector alerts through the exactly-once writer, and
+afterwards no query runs, the rehearsal's checkpoints are gone and its progress reaches no progress file. A
+rehearsal query that cannot start or fails never keeps the job from starting; no time, no rehearsal."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
+from pyspark.sql import functions as F
 
+from common.kafka_admin import admin_client, delete_topics
+from common.kafka_io import read_topic
 from detectors import registry
 from detectors.harness import run_static
-from spark_job.warmup import warm_up, warmup_transactions
+from spark_job.options import QueryPlan, RunOptions
+from spark_job.progress import ProgressListener
+from spark_job.warmup import PREFIX, rehearsal_settings, warm_up, warmup_transactions
 
 pytestmark = pytest.mark.integration
 
+RULES = ("double_swipe", "velocity", "amount_anomaly", "impossible_travel")
 
-def test_warm_up_runs_every_detector_at_least_once_and_starts_no_query(spark):
-    spark.sparkContext.setJobGroup("warmup-test", "the warm-up's jobs")
-    tracker = spark.sparkContext.statusTracker()
-    detectors = [registry.get("double_swipe"), registry.get("velocity"), registry.get("amount_anomaly")]
-    assert warm_up(spark, detectors, 0.1) >= 1
-    assert len(tracker.getJobIdsForGroup("warmup-test")) >= len(detectors)   # one collect per detector at least
-    assert not any(spark.streams.active)
+
+def _settings(stack, unique):
+    return stack.replace(topic_transactions=f"test.warmup.{unique}")
+
+
+def _topics(settings, tag: str) -> list[str]:
+    r = rehearsal_settings(settings, tag)
+    return [r.topic_transactions, r.topic_alerts, r.topic_alert_markers, r.topic_dlq]
+
+
+def _existing(settings) -> set[str]:
+    with admin_client(settings) as admin:
+        return set(admin.list_topics())
 
 
 def test_every_rule_detector_finds_its_pattern_in_the_warm_up_transactions(spark):
-    txns = warmup_transactions()
-    for name in ("double_swipe", "velocity", "amount_anomaly", "impossible_travel"):
-        assert run_static(registry.get(name), txns, spark), name
+    for round_ in (0, 1):
+        txns = warmup_transactions(round_)
+        for name in RULES:
+            assert run_static(registry.get(name), txns, spark), (name, round_)
 
 
-def test_a_failing_detector_is_left_out_and_the_others_still_warm(spark, caplog):
-    broken = dataclasses.replace(registry.get("velocity"), name="broken", detect=_fails)
-    assert warm_up(spark, [broken, registry.get("double_swipe")], 0.1) >= 1
-    assert "warm-up: broken failed" in caplog.text
+def test_the_rehearsal_runs_the_job_query_on_topics_of_its_own(spark, stack, unique, tmp_path):
+    settings = _settings(stack, unique)
+    plan = QueryPlan("rules", RULES, with_dlq=True)
+    detectors = [registry.get(name) for name in RULES]
+    try:
+        # 13 s at 100 a second: more than one round of the sample, so every pattern is published.
+        read = warm_up(spark, [plan], detectors, settings, RunOptions(checkpoint_root=str(tmp_path)), 13,
+                       tag=unique, keep_topics=True)
+        rehearsal = rehearsal_settings(settings, unique)
+        published = len(read_topic(rehearsal, rehearsal.topic_transactions, isolation_level="read_uncommitted"))
+        assert published >= len(warmup_transactions())
+        assert read == {PREFIX + "rules": published}
+        alerts = [json.loads(r.value) for r in read_topic(rehearsal, rehearsal.topic_alerts)]
+        assert {a["detector"] for a in alerts} == set(RULES)
+        assert not spark.streams.active
+        assert not (tmp_path / f"{PREFIX}{unique}").exists()
+    finally:
+        delete_topics(settings, _topics(settings, unique))
 
 
-def _fails(transactions, params):
+def test_a_rehearsal_query_that_cannot_start_or_fails_never_stops_the_job(spark, stack, unique, tmp_path, caplog):
+    settings = _settings(stack, unique)
+    unplannable = dataclasses.replace(registry.get("velocity"), name="unplannable", detect=_fails_to_plan)
+    failing = dataclasses.replace(registry.get("double_swipe"), name="failing", detect=_fails_on_rows)
+    plans = [QueryPlan("a", ("unplannable",)), QueryPlan("b", ("failing",)), QueryPlan("c", ("double_swipe",))]
+    read = warm_up(spark, plans, [unplannable, failing, registry.get("double_swipe")], settings,
+                   RunOptions(checkpoint_root=str(tmp_path)), 3, tag=unique)
+    assert f"query {PREFIX}a cannot start" in caplog.text
+    assert f"query {PREFIX}b failed" in caplog.text
+    assert read[PREFIX + "c"] > 0 and set(read) == {PREFIX + "b", PREFIX + "c"}
+    assert not spark.streams.active
+    assert not set(_topics(settings, unique)) & _existing(settings)
+
+
+def _fails_to_plan(transactions, params):
     raise ValueError("a detector whose code fails")
 
 
-def test_no_warm_up_runs_no_job(spark):
-    spark.sparkContext.setJobGroup("no-warmup-test", "nothing")
-    assert warm_up(spark, [registry.get("velocity")], 0) == 0
-    assert spark.sparkContext.statusTracker().getJobIdsForGroup("no-warmup-test") == []
+def _fails_on_rows(transactions, params):
+    boom = F.udf(lambda txn_id: 1 // 0, "int")      # on the first row
+    return registry.get("double_swipe").detect(transactions.where(boom("txn_id") > 0), params)
+
+
+def test_no_warm_up_no_rehearsal(spark, stack, unique):
+    settings = _settings(stack, unique)
+    assert warm_up(spark, [QueryPlan("rules", ("velocity",))], [registry.get("velocity")], settings,
+                   RunOptions(), 0, tag=unique) == {}
+    assert not set(_topics(settings, unique)) & _existing(settings)
+
+
+def test_the_rehearsal_reaches_no_progress_file(tmp_path: Path):
+    listener = ProgressListener(tmp_path)
+    listener.record({"name": PREFIX + "detectors-rules", "batchId": 1, "numInputRows": 5})
+    listener.record({"name": "detectors-rules", "batchId": 1, "numInputRows": 5})
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == ["detectors-rules.json"]
