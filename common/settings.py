@@ -75,9 +75,9 @@ class Settings:
     # ml_score's query, running back to back, took half of what two cores give the rule detectors' query
     # (docs/performance.md, "Real time in make demo"). python -m detectors run --group-triggers overrides it.
     detector_group_triggers: str = _env("FRAUD_DETECTOR_GROUP_TRIGGERS", "ml=3")
-    # Seconds the detector job runs its detectors on sample transactions (a static DataFrame, nothing
-    # written) before its queries start, so the first live batches do not pay the first runs of the Python
-    # workers and the JVM's code (docs/performance.md, "A warm job"). 0: none; make demo sets 30.
+    # Seconds the detector job rehearses its queries on throw-away topics with sample transactions before
+    # its own start (spark_job/warmup.py), so the first live batches do not pay the JVM's and the Python
+    # workers' first runs (docs/performance.md, "A warm job"). 0: none; make demo sets 30.
     detector_warmup_s: float = _env("FRAUD_DETECTOR_WARMUP_S", 0.0)
     # Records a detector query reads per micro-batch at most (Spark's maxOffsetsPerTrigger). Behind
     # (after a restart), larger batches cost less per record; a smaller bound commits sooner but cuts the

@@ -38,8 +38,8 @@ DEFAULT_DURATION_S = 120
 # the same wall time; a fixed world at a low rate left them none.
 CUSTOMERS_PER_RATE = 10
 MIN_CUSTOMERS = 200
-# The detector job runs its detectors on sample transactions this long before the traffic: its Python
-# workers start and load pandas and the model, and the JVM runs their code, before the first live batch
+# The detector job rehearses its queries on throw-away topics with sample transactions for this long
+# before the traffic (spark_job/warmup.py), so the first live batches run warm code
 # (docs/performance.md, "A warm job"). Not the job's own default: a restart should not wait.
 DEFAULT_WARMUP_S = 30.0
 REFRESH_S = 1.0           # how often the live view (a terminal) is redrawn and the drain checked
@@ -72,8 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"customers in the simulated world (default {CUSTOMERS_PER_RATE} per transaction per "
                              "second, so a simulated day takes about 26 s at any rate)")
     parser.add_argument("--warmup", type=float, default=DEFAULT_WARMUP_S, metavar="SECONDS",
-                        help=f"seconds the detector job runs its detectors on sample transactions before the "
-                             f"traffic, writing nothing (default {DEFAULT_WARMUP_S:.0f}; 0: none)")
+                        help=f"seconds the detector job rehearses its queries on throw-away topics before the "
+                             f"traffic (default {DEFAULT_WARMUP_S:.0f}, about twice that in all; 0: none)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--detectors", nargs="+", metavar="NAME", default=None,
                         help="run only these detectors (default: every registered one); e.g. to see what one "

@@ -170,8 +170,9 @@ class LocalDiamond:
             self._train_model_if_missing()
             self.say("starting the detector job, the enricher, the case manager and the dashboard ...")
             if self.settings.detector_warmup_s > 0:
-                self.say(f"  the detector job first runs its detectors on sample transactions for "
-                         f"{self.settings.detector_warmup_s:.0f} s (a warm-up; --warmup 0 for none)")
+                self.say(f"  the detector job first rehearses its queries on sample transactions for "
+                         f"{self.settings.detector_warmup_s:.0f} s, on topics of their own (a warm-up; --warmup 0 "
+                         f"for none)")
             self.start_services()
             self._wait_for_services()
         except BaseException:

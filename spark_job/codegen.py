@@ -1,4 +1,4 @@
-"""Interpreted code for small micro-batches, compiled code for large ones, per query."""
+"""Interpreted code and one task for small micro-batches, compiled code and every partition for large ones, per query."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ class CodegenByBatchSize:
     their cost is per row, and NO_CODEGEN also turns whole-stage code generation off. So when the batch
     just written read ``spark_codegen_large_batch_rows`` records or more, the stream's own session (the
     one Spark plans and runs this query's batches with) is set to FALLBACK, Spark's default, for the next
-    batch, and back once a batch is small again.
+    batch, and back once a batch is small again. A small batch is also written as one task
+    (``coalesce(1)``): the union of a query's branches would otherwise be a task per branch, each
+    deserializing the whole stage's plan.
     Measured in docs/performance.md.
     """
 
@@ -35,7 +37,11 @@ class CodegenByBatchSize:
         self.mode = self.small_mode
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        self.write(batch_df, batch_id)
+        # A small batch also runs its detectors in one task: each of the union's partitions (a branch per
+        # detector, the dead letters) would be a task deserializing the whole stage's plan, and on two busy
+        # cores a second task runs nothing sooner. A large batch keeps its parallelism.
+        small = self.large_rows and self.mode != FALLBACK
+        self.write(batch_df.coalesce(1) if small else batch_df, batch_id)
         if not self.large_rows:    # the switch is off: no py4j round trips for the batch's count
             return
         wanted = self.mode_for(self.input_rows())
