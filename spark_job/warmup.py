@@ -71,7 +71,11 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
               TopicSpec(rehearsal.topic_alerts, settings.partitions_alerts),
               TopicSpec(rehearsal.topic_dlq, settings.partitions_dlq),
               TopicSpec(rehearsal.topic_alert_markers, 1, {"cleanup.policy": "compact"})]
-    create_topics(rehearsal, topics)
+    try:
+        create_topics(rehearsal, topics)
+    except Exception as error:  # noqa: BLE001 - e.g. a broker user without the right to create topics
+        log.warning("warm-up skipped: cannot create its topics (%s)", str(error).splitlines()[0])
+        return {}
     checkpoints = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, f"{PREFIX}{tag}")
     started = time.monotonic()
     queries = []
@@ -84,7 +88,11 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
             except Exception as error:  # noqa: BLE001 - its live query meets it again (the quarantine)
                 log.warning("warm-up: query %s%s cannot start (%s); the job starts anyway", PREFIX, plan.name,
                             str(error).splitlines()[0])
-        published = _publish(rehearsal, queries, seconds)
+        try:
+            published = _publish(rehearsal, queries, seconds)
+        except Exception as error:  # noqa: BLE001 - the broker went away: the job's own queries will say so
+            log.warning("warm-up cut short: cannot publish its transactions (%s)", str(error).splitlines()[0])
+            published = 0
         read = _drain(queries, published)
         log.info("warmed up: %d sample transactions through %s in %.1f s", published,
                  ", ".join(f"{name} ({rows} read)" for name, rows in read.items()), time.monotonic() - started)
