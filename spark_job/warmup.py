@@ -55,10 +55,11 @@ def rehearsal_settings(settings, tag: str):
 
 
 def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seconds: float,
-            tag: str | None = None, keep_topics: bool = False) -> dict[str, int]:
+            tag: str | None = None, keep_topics: bool = False, drain_s: float = DRAIN_S) -> dict[str, int]:
     """Rehearse the queries of ``plans`` (``spark_job.options.QueryPlan``) for about ``seconds``; per
     rehearsal query that started, the transactions it read. The rehearsal's topics are named after ``tag``
-    (random by default); ``keep_topics`` leaves them (tests read them)."""
+    (random by default); ``keep_topics`` leaves them (tests read them); the queries get ``drain_s`` to read
+    what was published."""
     if seconds <= 0 or not plans:
         return {}
     from common.kafka_admin import TopicSpec, create_topics, delete_topics
@@ -93,7 +94,7 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
         except Exception as error:  # noqa: BLE001 - the broker went away: the job's own queries will say so
             log.warning("warm-up cut short: cannot publish its transactions (%s)", str(error).splitlines()[0])
             published = 0
-        read = _drain(queries, published)
+        read = _drain(queries, published, drain_s)
         log.info("warmed up: %d sample transactions through %s in %.1f s", published,
                  ", ".join(f"{name} ({rows} read)" for name, rows in read.items()), time.monotonic() - started)
         return read
@@ -113,15 +114,15 @@ def _transactions() -> Iterator[dict]:
 
 
 def _publish(settings, queries, seconds: float) -> int:
-    """Sample transactions to the rehearsal's topic at ``PACE_PER_S`` until ``seconds`` are up or every
-    rehearsal query has failed; how many."""
+    """Sample transactions to the rehearsal's topic at ``PACE_PER_S`` until ``seconds`` are up and one round
+    of them is out (every pattern, however slow the machine), or every rehearsal query has failed; how many."""
     from common.kafka_io import json_bytes, make_producer
 
     producer = make_producer(settings)
-    source, sent = _transactions(), 0
+    source, sent, one_round = _transactions(), 0, len(warmup_transactions())
     deadline = time.monotonic() + seconds
     try:
-        while time.monotonic() < deadline and any(q.isActive for q in queries):
+        while (time.monotonic() < deadline or sent < one_round) and any(q.isActive for q in queries):
             tick = time.monotonic()
             for _ in range(PACE_PER_S // 10):
                 txn = next(source)
@@ -134,8 +135,8 @@ def _publish(settings, queries, seconds: float) -> int:
     return sent
 
 
-def _drain(queries, published: int) -> dict[str, int]:
-    """Wait (at most ``DRAIN_S``) until every active rehearsal query has read all ``published``
+def _drain(queries, published: int, drain_s: float) -> dict[str, int]:
+    """Wait (at most ``drain_s``) until every active rehearsal query has read all ``published``
     transactions; per query, how many it read."""
     from spark_job.progress import summarize_progress
 
@@ -143,7 +144,7 @@ def _drain(queries, published: int) -> dict[str, int]:
         progress = query.lastProgress          # PySpark's StreamingQueryProgress: its JSON as the listener has it
         return summarize_progress(json.loads(progress.json))["end_offset_total"] if progress else 0
 
-    deadline = time.monotonic() + DRAIN_S
+    deadline = time.monotonic() + drain_s
     while time.monotonic() < deadline and any(q.isActive and read(q) < published for q in queries):
         time.sleep(0.2)
     return {q.name: read(q) for q in queries}

@@ -51,9 +51,9 @@ def test_the_rehearsal_runs_the_job_query_on_topics_of_its_own(spark, stack, uni
     plan = QueryPlan("rules", RULES, with_dlq=True)
     detectors = [registry.get(name) for name in RULES]
     try:
-        # 13 s at 100 a second: more than one round of the sample, so every pattern is published.
-        read = warm_up(spark, [plan], detectors, settings, RunOptions(checkpoint_root=str(tmp_path)), 13,
-                       tag=unique, keep_topics=True)
+        # No time: one round of the sample all the same (every pattern); all of it read, however slow.
+        read = warm_up(spark, [plan], detectors, settings, RunOptions(checkpoint_root=str(tmp_path)), 0.1,
+                       tag=unique, keep_topics=True, drain_s=600)
         rehearsal = rehearsal_settings(settings, unique)
         published = len(read_topic(rehearsal, rehearsal.topic_transactions, isolation_level="read_uncommitted"))
         assert published >= len(warmup_transactions())
@@ -72,7 +72,7 @@ def test_a_rehearsal_query_that_cannot_start_or_fails_never_stops_the_job(spark,
     failing = dataclasses.replace(registry.get("double_swipe"), name="failing", detect=_fails_on_rows)
     plans = [QueryPlan("a", ("unplannable",)), QueryPlan("b", ("failing",)), QueryPlan("c", ("double_swipe",))]
     read = warm_up(spark, plans, [unplannable, failing, registry.get("double_swipe")], settings,
-                   RunOptions(checkpoint_root=str(tmp_path)), 3, tag=unique)
+                   RunOptions(checkpoint_root=str(tmp_path)), 0.1, tag=unique)
     assert f"query {PREFIX}a cannot start" in caplog.text
     assert f"query {PREFIX}b failed" in caplog.text
     assert read[PREFIX + "c"] > 0 and set(read) == {PREFIX + "b", PREFIX + "c"}
