@@ -37,9 +37,7 @@ class CodegenByBatchSize:
         self.mode = self.small_mode
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
-        # A small batch also runs its detectors in one task: each of the union's partitions (a branch per
-        # detector, the dead letters) would be a task deserializing the whole stage's plan, and on two busy
-        # cores a second task runs nothing sooner. A large batch keeps its parallelism.
+        # on two busy cores a second task of a small batch runs nothing sooner (see the docstring)
         small = self.large_rows and self.mode != FALLBACK
         self.write(batch_df.coalesce(1) if small else batch_df, batch_id)
         if not self.large_rows:    # the switch is off: no py4j round trips for the batch's count
