@@ -14,12 +14,13 @@ failure again and the quarantine sets the detector apart).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import time
 import uuid
 from datetime import timedelta
-from typing import Iterator, Sequence
+from typing import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +63,15 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
     what was published."""
     if seconds <= 0 or not plans:
         return {}
-    from common.kafka_admin import TopicSpec, create_topics, delete_topics
+    from common.kafka_admin import create_topics, delete_topics
     from common.settings import checkpoint_location
+    from common.topics import project_topics
     from spark_job.queries import start_planned_query
 
     tag = tag or uuid.uuid4().hex[:8]
     rehearsal = rehearsal_settings(settings, tag)
-    topics = [TopicSpec(rehearsal.topic_transactions, settings.partitions_transactions),
-              TopicSpec(rehearsal.topic_alerts, settings.partitions_alerts),
-              TopicSpec(rehearsal.topic_dlq, settings.partitions_dlq),
-              TopicSpec(rehearsal.topic_alert_markers, 1, {"cleanup.policy": "compact"})]
+    own = {rehearsal.topic_transactions, rehearsal.topic_alerts, rehearsal.topic_alert_markers, rehearsal.topic_dlq}
+    topics = [spec for spec in project_topics(rehearsal) if spec.name in own]
     try:
         create_topics(rehearsal, topics)
     except Exception as error:  # noqa: BLE001 - e.g. a broker user without the right to create topics
@@ -106,20 +106,15 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
         _delete(spark, checkpoints)
 
 
-def _transactions() -> Iterator[dict]:
-    round_ = 0
-    while True:
-        yield from warmup_transactions(round_)
-        round_ += 1
-
-
 def _publish(settings, queries, seconds: float) -> int:
     """Sample transactions to the rehearsal's topic at ``PACE_PER_S`` until ``seconds`` are up and one round
     of them is out (every pattern, however slow the machine), or every rehearsal query has failed; how many."""
     from common.kafka_io import json_bytes, make_producer
 
     producer = make_producer(settings)
-    source, sent, one_round = _transactions(), 0, len(warmup_transactions())
+    first = warmup_transactions(0)
+    source = itertools.chain(first, (txn for n in itertools.count(1) for txn in warmup_transactions(n)))
+    sent, one_round = 0, len(first)
     deadline = time.monotonic() + seconds
     try:
         while (time.monotonic() < deadline or sent < one_round) and any(q.isActive for q in queries):

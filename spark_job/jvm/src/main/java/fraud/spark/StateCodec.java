@@ -10,7 +10,6 @@ import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.sql.Timestamp;
 import java.time.Instant;
-import java.util.List;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
 import org.apache.spark.sql.types.ArrayType;
@@ -170,26 +169,11 @@ final class StateCodec implements Serializable {
         return ArraySeq.unsafeWrapArray(items);
     }
 
-    /** An array value as a row holds it: a Scala sequence (read from Spark), a Java list or array. */
+    /** An array value as the operators hand it over (a Java array) or as Spark does (a Scala sequence). */
     private static Object[] elements(Object value) {
         if (value instanceof Object[] array) {
             return array;
         }
-        if (value instanceof List<?> list) {
-            return list.toArray();
-        }
-        if (value instanceof scala.collection.Seq<?> seq) {
-            return scala.jdk.javaapi.CollectionConverters.asJava(seq).toArray();
-        }
-        if (value instanceof long[] longs) {
-            return java.util.Arrays.stream(longs).boxed().toArray();
-        }
-        if (value instanceof double[] doubles) {
-            return java.util.Arrays.stream(doubles).boxed().toArray();
-        }
-        if (value instanceof int[] ints) {
-            return java.util.Arrays.stream(ints).boxed().toArray();
-        }
-        throw new IllegalArgumentException("not an array value: " + value.getClass().getName());
+        return scala.jdk.javaapi.CollectionConverters.asJava((scala.collection.Seq<?>) value).toArray();
     }
 }
