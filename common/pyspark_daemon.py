@@ -9,11 +9,17 @@ entries): ~17 ms of directory reading per task when idle, more when both cores a
 the Python workers' samples in a profile of ``amount_anomaly`` (py-spy; figures in docs/performance.md,
 Performance section). Python 3.12 made the reset lazy (CPython gh-103200); here an archive's directory is
 read again only when its size or modification time changed, which keeps the reset's meaning.
+
+It also imports what the detectors' pandas functions need (pandas, pyarrow, scikit-learn, the project's
+scoring modules) once, before it forks: a worker forked mid-traffic (another task running at the same
+time) otherwise imports them at its first task, seconds on two busy cores, and that batch's alerts wait.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 import zipimport
 
 _read_as_of: dict[str, tuple[int, int]] = {}
@@ -25,6 +31,27 @@ def _signature(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return stat.st_mtime_ns, stat.st_size
+
+
+# What the Python side of the detectors imports; workers forked from the daemon share it copy-on-write.
+PRELOADED = (
+    "numpy", "pandas", "pyarrow", "pyspark.sql.pandas.serializers", "pyspark.sql.pandas.types",
+    "sklearn.ensemble", "sklearn.linear_model", "sklearn.pipeline", "sklearn.preprocessing", "threadpoolctl",
+    "models.estimators", "models.features", "models.scoring", "detectors.amount_scoring",
+)
+
+
+def preload(modules=PRELOADED) -> list[str]:
+    """Import ``modules`` in this process; the ones that fail are left to the workers (which report
+    their error at the task that needs them). Returns the names that failed."""
+    failed = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:    # noqa: BLE001 - a worker imports it again and fails where it is used
+            failed.append(name)
+            print(f"pyspark_daemon: {name} not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return failed
 
 
 def install() -> None:
@@ -47,6 +74,7 @@ def install() -> None:
 
 if __name__ == "__main__":
     install()
+    preload()
     from pyspark import daemon
 
     daemon.manager()

@@ -9,9 +9,23 @@ def _worker_has_lazy_zip_reset(_):
     return bool(getattr(zipimport.zipimporter, "_fraud_lazy_reset", False))
 
 
+def _daemon_mapped(_):
+    """Which of pyarrow's and scikit-learn's native libraries the worker's parent, the daemon, has loaded."""
+    import os
+
+    with open(f"/proc/{os.getppid()}/maps") as maps:
+        text = maps.read()
+    return sorted(name for name in ("libarrow", "sklearn/") if name in text)
+
+
 def test_python_workers_start_from_the_project_daemon(spark):
     """Every Python task runs in a worker forked from common/pyspark_daemon.py (spark.python.daemon.module)."""
     assert spark.sparkContext.parallelize([0, 1], 2).map(_worker_has_lazy_zip_reset).collect() == [True, True]
+
+
+def test_the_daemon_imports_the_pandas_stack_before_it_forks(spark):
+    """A worker forked mid-traffic finds pandas, pyarrow and scikit-learn already in memory."""
+    assert spark.sparkContext.parallelize([0, 1], 2).map(_daemon_mapped).collect() == [["libarrow", "sklearn/"]] * 2
 
 
 def test_the_jvm_compiles_huge_generated_methods(spark):

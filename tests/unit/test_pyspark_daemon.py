@@ -57,3 +57,16 @@ def test_install_is_idempotent(lazy_reset):
     patched = zipimport.zipimporter.invalidate_caches
     pyspark_daemon.install()
     assert zipimport.zipimporter.invalidate_caches is patched
+
+
+def test_preload_imports_what_it_can_and_names_what_it_cannot(monkeypatch, capsys):
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    failed = pyspark_daemon.preload(("colorsys", "no_such_module_for_the_daemon"))
+    assert "colorsys" in sys.modules
+    assert failed == ["no_such_module_for_the_daemon"]
+    assert "no_such_module_for_the_daemon not preloaded: ModuleNotFoundError" in capsys.readouterr().err
+
+
+def test_every_preloaded_module_exists():
+    """A renamed module would only show as a line in the executors' log: the list must stay importable."""
+    assert pyspark_daemon.preload() == []
