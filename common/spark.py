@@ -176,4 +176,8 @@ def get_spark(app_name: str = "fraud-detection", settings: Settings | None = Non
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("FRAUD_SPARK_LOG_LEVEL", "WARN"))
+    # The exactly-once writer drops each batch's locally checkpointed rows when it is done with them, and
+    # Spark warns at every such unpersist that their lineage is gone: a line per batch that says nothing.
+    log4j = spark._jvm.org.apache.logging.log4j
+    log4j.core.config.Configurator.setLevel("org.apache.spark.rdd.MapPartitionsRDD", log4j.Level.ERROR)
     return spark

@@ -24,6 +24,19 @@ def _batch_phases(settings: Settings) -> dict[str, dict]:
             for path in sorted((settings.run_dir / "progress").glob("*.json"))}
 
 
+def _writer_phases(settings: Settings) -> dict[str, dict]:
+    """Per writer (query): medians of its recent batches' run / fetch-and-send / commit (``spark_job.alert_writer``)."""
+    out = {}
+    for path in sorted((settings.run_dir / "writers").glob("*.json")):
+        if path.stem.startswith("warmup-"):
+            continue
+        phases = json.loads(path.read_text()).get("recent_phases_ms")
+        if phases:
+            out[path.stem] = phases
+    return out
+
+
+WRITER_PHASES = ("run_ms", "fetch_send_ms", "commit_ms")
 PHASES = ("triggerExecution", "latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
 
@@ -52,6 +65,7 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
         "dead_letters": figures["dead_letters"], "late_transactions": late,
         "rows_dropped_by_watermark": _watermark_drops(settings),
         "batch_phases_ms": _batch_phases(settings),
+        "writer_phases_ms": _writer_phases(settings),
         "latency_s": {"p50": figures["latency_p50_s"], "p99": figures["latency_p99_s"],
                       "max": round(latencies[-1], 3) if latencies else None, "count": len(latencies)},
         "latency_by_detector": {name: {**values, "target_p99_s": latency_target(name)}
@@ -148,6 +162,12 @@ def _markdown(report: dict) -> str:
               *[f"| {query} | {phases.get('batches', 0)} | " + " | ".join(
                   "{p50} / {p99}".format(**phases["ms"][name]) if name in phases.get("ms", {}) else "-"
                   for name in PHASES) + " |" for query, phases in report["batch_phases_ms"].items()],
+              "", "Inside `addBatch`, the exactly-once writer's recent batches, median ms: running the batch "
+              "(the detectors) into Spark's local disk, fetching its rows to the driver and handing them to "
+              "the producer, flushing and committing the Kafka transaction:", "",
+              "| query | run | fetch and send | commit |", "|---|---|---|---|",
+              *[f"| {query} | " + " | ".join(str(phases.get(name, "-")) for name in WRITER_PHASES) + " |"
+                for query, phases in report.get("writer_phases_ms", {}).items()],
               "", "CPU seconds each service used from the traffic's start to the drain (user + system, the "
               "service's processes and those it reaped), and per 1,000 transactions:", "",
               "| service | CPU s | per 1,000 transactions |", "|---|---|---|",

@@ -37,6 +37,9 @@ import json
 import logging
 import math
 import os
+import statistics
+import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -99,10 +102,11 @@ def _only_source(end_offsets: list | None):
 
 
 def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
-    """The text of ``<checkpoint>/<name>``. With a Spark session the file is read through Hadoop's file
-    system API, as Spark wrote it, so a checkpoint on HDFS or S3 (``s3a://``) works; without one (a
-    writer driven by hand) from a local folder."""
-    if spark is None:
+    """The text of ``<checkpoint>/<name>``. A checkpoint on another file system (HDFS, S3 as ``s3a://``) is
+    read through Hadoop's file system API with the Spark session, as Spark wrote it; a local one directly
+    (the writer reads a file per batch: through the JVM it is a dozen py4j round trips, 10-130 ms on two
+    busy cores)."""
+    if spark is None or _is_local(checkpoint):
         # A file:// URI (a cluster's checkpoint root) names a local folder too; Path would fold its "//".
         local = str(checkpoint)
         if local.startswith("file:"):
@@ -110,6 +114,10 @@ def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
             from urllib.request import url2pathname
             local = url2pathname(urlparse(local).path)
         return (Path(local) / name).read_text()
+    return read_through_hadoop(checkpoint, name, spark)
+
+
+def read_through_hadoop(checkpoint: str | Path, name: str, spark) -> str:
     jvm = spark._jvm
     path = jvm.org.apache.hadoop.fs.Path(checkpoint_location(checkpoint, name))
     stream = path.getFileSystem(spark._jsc.hadoopConfiguration()).open(path)
@@ -117,6 +125,11 @@ def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
         return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
         stream.close()
+
+
+def _is_local(location: str | Path) -> bool:
+    text = str(location)
+    return "://" not in text or text.startswith("file:")
 
 
 def checkpoint_query_id(checkpoint: str | Path, spark=None) -> str:
@@ -214,6 +227,11 @@ class ExactlyOnceWriter:
         self.last: Marker | None = None
         self._query_id: str | None = None
         self.stats = {"batches_written": 0, "batches_skipped": 0, "records_written": 0}
+        # Where each written batch's time went (ms): running it into the staging area, fetching its rows and
+        # handing them to the producer, flushing and committing the transaction. Medians of the recent ones
+        # are published with the stats: together they are the batch's addBatch in Spark's progress.
+        self.recent_phases: deque[dict[str, float]] = deque(maxlen=RECENT_PHASES)
+        self._phase: dict[str, float] | None = None    # the current batch's run_ms, from __call__
         # Where the stats are published after each batch (skipped replays are worth seeing).
         self.stats_path = Path(settings.run_dir) / "writers" / f"{writer_id}.json"
 
@@ -263,7 +281,9 @@ class ExactlyOnceWriter:
             log.warning("writer %s: batch %d already committed with the same offsets: skipped replay",
                         self.writer_id, batch_id)
             return
+        started = time.perf_counter()
         staged = StagedBatch(batch_df, self.settings.writer_fetch_bytes)   # runs the batch
+        self._phase = {"run_ms": (time.perf_counter() - started) * 1000}
         try:
             self.write_batch(staged.rows(), batch_id, end_offsets)
         finally:
@@ -275,6 +295,9 @@ class ExactlyOnceWriter:
         tally = type(self).observer.batch(self.writer_id) if type(self).observer is not None else None
         if tally is not None:
             rows = tally.rows(rows)
+        phase = self._phase or {}
+        self._phase = None
+        started = time.perf_counter()
         producer.begin_transaction()
         undelivered: list[BaseException] = []     # appended to by the producer's I/O thread
         try:
@@ -290,6 +313,7 @@ class ExactlyOnceWriter:
                           value=json.dumps({"query_id": marker.query_id, "batch_id": batch_id,
                                             "end_offsets": end_offsets, "records": count,
                                             "committed_at": detected_at})).add_errback(undelivered.append)
+            sent = time.perf_counter()
             # kafka-python fails the records of a batch that expired (delivery timeout: a partition
             # without a reachable leader, as while a broker dies) without making the transaction
             # abortable, and would commit it without them. Every record must be acknowledged first.
@@ -311,6 +335,8 @@ class ExactlyOnceWriter:
         self.last = marker
         self.stats["batches_written"] += 1
         self.stats["records_written"] += count
+        self.recent_phases.append({**phase, "fetch_send_ms": (sent - started) * 1000,
+                                   "commit_ms": (time.perf_counter() - sent) * 1000})
         if type(self).after_commit is not None:
             type(self).after_commit(self, batch_id)
         self._publish_stats()
@@ -320,10 +346,23 @@ class ExactlyOnceWriter:
         try:
             self.stats_path.parent.mkdir(parents=True, exist_ok=True)
             partial = self.stats_path.with_suffix(".json.partial")
-            partial.write_text(json.dumps({"writer_id": self.writer_id, **self.stats}))
+            partial.write_text(json.dumps({"writer_id": self.writer_id, **self.stats,
+                                           "recent_phases_ms": phase_medians(self.recent_phases)}))
             os.replace(partial, self.stats_path)
         except OSError as error:   # a full disk must not fail a batch that is already committed
             log.warning("writer %s: could not publish its stats: %s", self.writer_id, error)
+
+
+RECENT_PHASES = 50
+
+
+def phase_medians(recent: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Per phase, the median over ``recent`` batches (those that had it), in whole ms."""
+    values: dict[str, list[float]] = {}
+    for phases in recent:
+        for name, ms in phases.items():
+            values.setdefault(name, []).append(ms)
+    return {name: round(statistics.median(ms)) for name, ms in values.items()}
 
 
 class UndeliveredRecordsError(KafkaError):

@@ -114,6 +114,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from detectors.params import as_data
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)    # a line per callback from the JVM otherwise
     settings = get_settings()
     detectors = [registry.get(name) for name in names] if names else registry.all()
     options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger,
@@ -150,11 +151,29 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         failed = 0
     finally:
+        _stop(spark)
+        follower.close()
+    return 1 if failed else 0
+
+
+def _stop(spark) -> None:
+    """Stop the queries and the session, unless the JVM got there first: a signal to the job's process group
+    (``make demo`` stopping) reaches the JVM too, whose shutdown hook stops the context."""
+    try:
         for query in spark.streams.active:
             query.stop()
         spark.stop()
-        follower.close()
-    return 1 if failed else 0
+    except Exception:
+        if not _context_stopped(spark):
+            raise
+        log.info("the JVM stopped the Spark session first (a stop signal to the job's processes)")
+
+
+def _context_stopped(spark) -> bool:
+    try:
+        return bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # noqa: BLE001 - the JVM itself is gone
+        return True
 
 
 

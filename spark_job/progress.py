@@ -42,6 +42,19 @@ def summarize_progress(progress: dict) -> dict:
     }
 
 
+def phases_text(summary: dict) -> str:
+    """Where one batch's time went, for its log line: Spark's phases (longest first) and the stateful
+    operators' updates and state commits, e.g. ``addBatch 640, walCommit 41, ..., state updates 12 commit 9``."""
+    phases = {k: v for k, v in (summary.get("duration_ms") or {}).items() if k != "triggerExecution" and v}
+    text = ", ".join(f"{k} {v}" for k, v in sorted(phases.items(), key=lambda kv: -kv[1]))
+    operators = summary.get("state_operators_ms") or []
+    if operators:
+        updates = sum(op.get("allUpdatesTimeMs") or 0 for op in operators)
+        commits = sum(op.get("commitTimeMs") or 0 for op in operators)
+        text += f"{', ' if text else ''}state updates {updates} commit {commits}"
+    return text
+
+
 def _offsets_behind_latest(progress: dict) -> int | None:
     """Records in the topic the query had not read when it planned this batch (its consumer lag): the
     Kafka source's ``avgOffsetsBehindLatest`` times the partitions it reads."""
@@ -129,8 +142,9 @@ class ProgressListener:
         summary["recent_batches"] = where_the_time_goes(recent)
         if summary["input_rows"]:
             log.info("%(name)s batch %(batch_id)s: %(input_rows)s rows, %(processed_rows_per_second)s rows/s, "
-                     "%(batch_duration_ms)s ms, watermark %(watermark)s, state %(state_rows)s rows, "
-                     "late-dropped %(rows_dropped_by_watermark)s, invalid %(invalid_records)s", summary)
+                     "%(batch_duration_ms)s ms (%(phases)s), watermark %(watermark)s, state %(state_rows)s rows, "
+                     "late-dropped %(rows_dropped_by_watermark)s, invalid %(invalid_records)s",
+                     {**summary, "phases": phases_text(summary)})
         path = self.progress_dir / f"{name}.json"
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(summary))

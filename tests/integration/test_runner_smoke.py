@@ -56,7 +56,7 @@ def test_alerts_and_dead_letters_arrive_once_each_in_a_fault_free_run(stack, top
 
 def test_a_checkpoint_root_given_as_a_uri_holds_the_checkpoints(stack, topics, spark, tmp_path):
     """FRAUD_CHECKPOINT_ROOT may be a file system URI (hdfs://, s3a://; file:// here): the queries
-    checkpoint there, and the exactly-once writer reads the query id back through Hadoop's file system."""
+    checkpoint there, and the exactly-once writer reads the query id back."""
     s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
                       topic_alert_markers=topics("markers", cleanup__policy="compact"),
                       checkpoint_root=f"file://{tmp_path}/checkpoints/")
@@ -75,6 +75,10 @@ def test_a_checkpoint_root_given_as_a_uri_holds_the_checkpoints(stack, topics, s
     name = query_name(BIG_AMOUNT)
     metadata = json.loads((tmp_path / "checkpoints" / name / "metadata").read_text())
     assert read_last_marker(s, name).query_id == metadata["id"]
+    # a file:// root is read directly; any other scheme through Hadoop's file system, as here
+    from spark_job.alert_writer import read_through_hadoop
+
+    assert json.loads(read_through_hadoop(f"{s.checkpoint_root}{name}", "metadata", spark))["id"] == metadata["id"]
 
 
 def _alerts(s):

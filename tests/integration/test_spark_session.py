@@ -127,3 +127,10 @@ def test_a_compiled_micro_batch_reuses_the_classes_of_the_one_before(stack, topi
     # entries [146, 120, 118, 121, 134, 126].
     first = per_round[0]
     assert first >= 50 and max(per_round[-3:]) * 3 < first, per_round
+
+
+def test_the_writers_unpersist_warning_is_silenced_and_nothing_else(spark):
+    """Each batch's staged rows are unpersisted on purpose; other Spark warnings keep the session's level."""
+    manager = spark._jvm.org.apache.logging.log4j.LogManager
+    assert manager.getLogger("org.apache.spark.rdd.MapPartitionsRDD").getLevel().toString() == "ERROR"
+    assert manager.getLogger("org.apache.spark.rdd.RDD").getLevel().toString() == "WARN"

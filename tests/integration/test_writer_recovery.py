@@ -98,6 +98,7 @@ def test_a_batch_committed_before_a_crash_is_skipped_when_spark_replays_it(stack
     assert max(counts.values()) == 1
     assert stats["batches_skipped"] == 1          # the replayed batch 2, not written again
     assert stats["batches_written"] == 5          # batches 3..7 of 250 records
+    assert set(stats["recent_phases_ms"]) == {"run_ms", "fetch_send_ms", "commit_ms"}   # where addBatch went
 
 
 def test_a_checkpoint_restored_from_an_older_copy_stops_the_query_instead_of_losing_alerts(stack, topics, tmp_path):

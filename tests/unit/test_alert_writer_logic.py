@@ -149,3 +149,12 @@ def test_the_writers_request_timeout_fits_in_its_delivery_timeout():
     short = delivery_config(default.replace(writer_delivery_timeout_ms=3000), linger_ms=20)
     assert short["delivery_timeout_ms"] >= short["linger_ms"] + short["request_timeout_ms"]
     assert short["request_timeout_ms"] == 2980
+
+
+def test_phase_medians_are_per_phase_over_the_batches_that_had_it():
+    from spark_job.alert_writer import phase_medians
+
+    recent = [{"run_ms": 10.2, "commit_ms": 4}, {"run_ms": 30, "commit_ms": 6}, {"run_ms": 20, "commit_ms": 5},
+              {"commit_ms": 100}]    # a batch written without running (write_batch called directly)
+    assert phase_medians(recent) == {"run_ms": 20, "commit_ms": 6}
+    assert phase_medians([]) == {}
