@@ -138,7 +138,17 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     log.info("running %s", ", ".join(q.name for q in queries))
     stop_at = time.monotonic() + args.duration if args.duration else None
     stopping = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stopping.update(now=True))
+
+    def stop_requested(*_) -> None:
+        stopping["now"] = True
+        # The JVM may be stopping too (one process group): py4j's and PySpark's accumulator server's
+        # tracebacks of the connections it closes say nothing then.
+        logging.getLogger().addFilter(QUIET_LOST_JVM)
+        server = getattr(spark.sparkContext, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda request, client_address: None
+
+    signal.signal(signal.SIGTERM, stop_requested)
     rule_times = RuleTimes(spark, settings.spark_rule_times_file)
 
     def until() -> bool:
@@ -150,6 +160,10 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
         failed = supervise(spark, queries, restart, until=until, tick=lambda: job.apply_params(follower.poll()))
     except KeyboardInterrupt:
         failed = 0
+    except Exception:
+        if not (stopping["now"] and _context_stopped(spark)):
+            raise
+        failed = 0       # the signal reached the JVM too, and it went first: a stop, not a failure
     finally:
         _stop(spark)
         follower.close()
@@ -159,6 +173,9 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
 def _stop(spark) -> None:
     """Stop the queries and the session, unless the JVM got there first: a signal to the job's process group
     (``make demo`` stopping) reaches the JVM too, whose shutdown hook stops the context."""
+    root = logging.getLogger()
+    added = QUIET_LOST_JVM not in root.filters        # a stop signal has put it there for good already
+    root.addFilter(QUIET_LOST_JVM)                    # py4j logs a lost JVM's traceback on the root logger
     try:
         for query in spark.streams.active:
             query.stop()
@@ -167,6 +184,20 @@ def _stop(spark) -> None:
         if not _context_stopped(spark):
             raise
         log.info("the JVM stopped the Spark session first (a stop signal to the job's processes)")
+    finally:
+        if added:
+            root.removeFilter(QUIET_LOST_JVM)
+
+
+class _Py4JSendErrors(logging.Filter):
+    """Leaves out py4j's "Exception while sending command." records: while the job stops, a JVM that has
+    exited is expected, and any other failure is raised by the job itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Exception while sending command."
+
+
+QUIET_LOST_JVM = _Py4JSendErrors()
 
 
 def _context_stopped(spark) -> bool:

@@ -93,7 +93,8 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
                     shutil.rmtree(prometheus.settings.run_dir, ignore_errors=True)
         stopping = time.monotonic()
         run.timings = {"services_up": services_up, **run.timings}
-        run.local = {"report": report, "out": out, "leftovers": diamond.leftovers, "messages": messages}
+        run.local = {"report": report, "out": out, "leftovers": diamond.leftovers, "messages": messages,
+                     "log_dir": diamond.log_dir}
         run.metrics = observed
         files = [diamond.settings.run_dir, out]
         run.pan_findings += scan_paths(files)

@@ -26,3 +26,10 @@ def test_every_process_the_run_started_is_stopped(local_run):
     assert local_run.local["leftovers"] == []
     assert "all processes stopped" in local_run.local["messages"]
 
+
+
+def test_the_detector_job_stops_without_a_traceback(local_run):
+    """The demo stops the job's process group: the JVM's shutdown hook may stop the session first, and the
+    connections it closes are not errors of the job (spark_job/job.py)."""
+    log = (local_run.local["log_dir"] / "detectors.log").read_text()
+    assert "Traceback" not in log, log[max(0, log.find("Traceback") - 1500):][:4000]

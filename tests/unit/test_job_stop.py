@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from spark_job.job import _stop
@@ -31,6 +33,7 @@ class _Session:
         class Query:
             def stop(self):
                 if session.stop_error is not None:
+                    logging.exception("Exception while sending command.")    # what py4j logs, on the root logger
                     raise session.stop_error
                 session.stopped_queries += 1
         return Query()
@@ -49,6 +52,9 @@ def test_a_context_the_shutdown_hook_stopped_is_not_an_error(caplog):
     caplog.set_level("INFO")
     _stop(_Session(RuntimeError("Cannot call methods on a stopped SparkContext."), context_stopped=True))
     assert "the JVM stopped the Spark session first" in caplog.text
+    assert "Exception while sending command" not in caplog.text     # py4j's traceback of the lost JVM
+    logging.exception("Exception while sending command.")            # and only while the job stops
+    assert "Exception while sending command" in caplog.text
 
 
 def test_any_other_failure_to_stop_is_raised():
