@@ -53,14 +53,23 @@ def test_idle_cards_are_forgotten_and_redis_is_rebuilt_after_a_loss(stack, redis
         tombstones = {r.key.decode().strip('"') for r in read_topic(p.settings, changelog, timeout=120) if r.value is None}
         assert tombstones == set(old)
 
+        differences: dict = {}
+
         def redis_agrees() -> bool:
             cases.assert_alive()
             stored = redis_cases(redis_sync, ns)
             open_ids = set(redis_sync.zrange(f"{ns}:cases:open", 0, -1))
             current = {cid: c for cid, c in latest.items() if c["card_id"] in new}
-            return open_ids == set(current) and all(
-                stored.get(cid, {}).get("version") == c["version"] for cid, c in current.items())
-        wait_until(redis_agrees, 60, "Redis to hold the open cases of the topic", interval=0.5)
+            differences.update(   # what a failure names (an intermittent one, twice in CI: s27, s31)
+                open_not_on_topic=sorted(open_ids - set(current)), on_topic_not_open=sorted(set(current) - open_ids),
+                versions={cid: (stored.get(cid, {}).get("version"), c["version"]) for cid, c in current.items()
+                          if stored.get(cid, {}).get("version") != c["version"]})
+            return not any(differences.values())
+
+        try:
+            wait_until(redis_agrees, 60, "Redis to hold the open cases of the topic", interval=0.5)
+        except TimeoutError as error:
+            raise AssertionError(f"{error}; Redis vs the topic (versions: Redis, topic): {differences}") from None
         assert redis_sync.ttl(f"{ns}:case:{next(iter(c['case_id'] for c in closed))}") > 0
         assert all(redis_sync.ttl(f"{ns}:case:{c['case_id']}") == -1 for c in latest.values() if c["status"] == "open")
 
