@@ -231,7 +231,6 @@ class ExactlyOnceWriter:
         # handing them to the producer, flushing and committing the transaction. Medians of the recent ones
         # are published with the stats: together they are the batch's addBatch in Spark's progress.
         self.recent_phases: deque[dict[str, float]] = deque(maxlen=RECENT_PHASES)
-        self._phase: dict[str, float] | None = None    # the current batch's run_ms, from __call__
         # Where the stats are published after each batch (skipped replays are worth seeing).
         self.stats_path = Path(settings.run_dir) / "writers" / f"{writer_id}.json"
 
@@ -283,20 +282,20 @@ class ExactlyOnceWriter:
             return
         started = time.perf_counter()
         staged = StagedBatch(batch_df, self.settings.writer_fetch_bytes)   # runs the batch
-        self._phase = {"run_ms": (time.perf_counter() - started) * 1000}
+        run_ms = (time.perf_counter() - started) * 1000
         try:
-            self.write_batch(staged.rows(), batch_id, end_offsets)
+            self.write_batch(staged.rows(), batch_id, end_offsets, run_ms=run_ms)
         finally:
             staged.release()
 
     def write_batch(self, rows: Iterable[tuple[str, str, str | None, str]], batch_id: int,
-                    end_offsets: list | None = None) -> int:
+                    end_offsets: list | None = None, run_ms: float | None = None) -> int:
+        """One batch's rows in one transaction; ``run_ms``, how long running the batch took, joins the
+        writer's recent phases (none when the rows come from elsewhere)."""
         producer = self.producer
         tally = type(self).observer.batch(self.writer_id) if type(self).observer is not None else None
         if tally is not None:
             rows = tally.rows(rows)
-        phase = self._phase or {}
-        self._phase = None
         started = time.perf_counter()
         producer.begin_transaction()
         undelivered: list[BaseException] = []     # appended to by the producer's I/O thread
@@ -335,7 +334,8 @@ class ExactlyOnceWriter:
         self.last = marker
         self.stats["batches_written"] += 1
         self.stats["records_written"] += count
-        self.recent_phases.append({**phase, "fetch_send_ms": (sent - started) * 1000,
+        self.recent_phases.append({**({} if run_ms is None else {"run_ms": run_ms}),
+                                   "fetch_send_ms": (sent - started) * 1000,
                                    "commit_ms": (time.perf_counter() - sent) * 1000})
         if type(self).after_commit is not None:
             type(self).after_commit(self, batch_id)
