@@ -227,6 +227,17 @@ def checkpoint_location(root: str | Path, name: str) -> str:
     return f"{root.rstrip('/')}/{name}" if "://" in root else str(Path(root) / name)
 
 
+def local_folder(location: str | Path) -> Path | None:
+    """The local folder a checkpoint location names (a path or a ``file:`` URI); None for another file
+    system (``hdfs://``, ``s3a://``)."""
+    text = str(location)
+    if text.startswith("file:"):
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+        return Path(url2pathname(urlparse(text).path))      # Path would fold a file URI's "//"
+    return None if "://" in text else Path(text)
+
+
 class SettingsError(ValueError):
     """An environment variable holds a value its setting cannot take."""
 

@@ -31,6 +31,8 @@ from deploy.processes import Child, ProcessGroup
 from deploy.topics import create_project_topics, project_topics
 
 SERVICES = ("detectors", "enricher", "cases", "dashboard")
+DETECTORS, STANDBY = "detectors", "detectors-standby"     # the detector job, and its standby (spark_job.leadership)
+DETECTOR_JOBS = (DETECTORS, STANDBY)
 SERVICE_START_TIMEOUT = 420.0      # Spark's cold start and first micro-batches on 2 shared cores
 # The model the demo trains when none is registered: the quick preset (one fold, one candidate; ~30 s on
 # 2 cores), registered like any other; no report, so `make train`'s artifacts/models/report.md stays.
@@ -146,7 +148,8 @@ def dashboard_answers(settings: Settings) -> bool:
 
 class LocalDiamond:
     def __init__(self, base: Settings, run_id: str, traffic: Traffic, say: Callable[[str], None],
-                 prefix: str = "demo", keep_topics: bool = False, detectors: tuple[str, ...] = ()):
+                 prefix: str = "demo", keep_topics: bool = False, detectors: tuple[str, ...] = (),
+                 standby: bool = False):
         self.base = base
         self.detectors = detectors            # the detector job's detectors (empty: every registered one)
         self.settings = run_settings(base, run_id, prefix)
@@ -158,6 +161,8 @@ class LocalDiamond:
         self.leftovers: list[str] | None = None
         self.retired: set[str] = set()
         self.services = SERVICES               # what start_services starts (and stopped_service watches)
+        if standby:                            # a second detector job, warm, waiting to take over
+            self.services = (*SERVICES, STANDBY)
 
     # -- entering: everything up ---------------------------------------------------------------
     def __enter__(self) -> "LocalDiamond":
@@ -186,7 +191,8 @@ class LocalDiamond:
         local_stack.up(self.base, log=lambda msg: self.say(f"  {msg}"))
 
     def start_services(self) -> None:
-        self.group.start("detectors", ["-m", "detectors", "run", *self.detectors], self.env)
+        for name in DETECTOR_JOBS if STANDBY in self.services else (DETECTORS,):
+            self.group.start(name, ["-m", "detectors", "run", *self.detectors], self.env)
         self.group.start("enricher", ["-m", "services.enricher", "worker", "--without-web", "-l", "warn"], self.env)
         self.group.start("cases", ["-m", "services.cases", "worker", "--without-web", "-l", "warn"], self.env)
         self.group.start("dashboard", ["-m", "services.dashboard"], self.env)
@@ -221,16 +227,38 @@ class LocalDiamond:
             self.run_to_end("train", TRAIN_QUICK, relay=is_training_progress)
 
     def _wait_for_services(self) -> None:
-        """Every query of the detector job has reported progress and the dashboard answers."""
+        """Every query of the detector job has reported progress, the dashboard answers, and the standby
+        (if any) stands by."""
         expected = set(self.writer_ids())
         progress_dir = self.settings.run_dir / "progress"
 
         def ready() -> bool:
             self.check_services()
             started = {p.stem for p in progress_dir.glob("*.json")} if progress_dir.exists() else set()
-            return expected <= started and dashboard_answers(self.settings)
+            return expected <= started and dashboard_answers(self.settings) and self.standing_by() is not False
 
-        wait_until(ready, SERVICE_START_TIMEOUT, "the detector queries and the dashboard", interval=0.5)
+        wait_until(ready, SERVICE_START_TIMEOUT, "the detector queries, the dashboard and the standby", interval=0.5)
+
+    # -- the detector job and its standby -----------------------------------------------------
+    def leading_job(self) -> str:
+        """Which of the detector job's services holds the leader lock (runs the queries)."""
+        from spark_job.leadership import holder_pid, lock_path
+
+        holder = holder_pid(lock_path(self.settings.checkpoint_root))
+        jobs = [name for name in DETECTOR_JOBS if name in self.group.children]
+        return next((name for name in jobs if self.group.children[name].pid == holder), DETECTORS)
+
+    def standing_by(self) -> bool | None:
+        """Whether the job that does not lead has rehearsed and waits for the lock (None: no standby)."""
+        from spark_job.leadership import STANDING_BY
+
+        if STANDBY not in self.services:
+            return None
+        other = STANDBY if self.leading_job() == DETECTORS else DETECTORS
+        child = self.group.children.get(other)
+        if child is None or not child.running():
+            return False
+        return f" {STANDING_BY}: " in child.output()
 
     # -- while running ------------------------------------------------------------------------
     def writer_ids(self) -> list[str]:
@@ -243,6 +271,12 @@ class LocalDiamond:
         """The name of a service that is no longer running (and was not retired), if any."""
         return next((name for name in self.services if name in self.group.children and name not in self.retired
                      and self.group.children[name].proc.poll() is not None), None)
+
+    def retire_detector_jobs(self) -> None:
+        """Retire the detector job, its standby first (which would take over from a retired leader)."""
+        leader = self.leading_job()
+        for name in sorted(set(DETECTOR_JOBS) & set(self.services), key=lambda name: name == leader):
+            self.retire(name)
 
     def retire(self, name: str) -> None:
         """Stop ``name`` for good (SIGTERM) once its work is done; it no longer counts as died."""

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
+from common.process_table import process_table, with_descendants
 from common.settings import REPO_ROOT
 from common.waiting import wait_until
 
@@ -30,6 +31,7 @@ class Child:
     proc: subprocess.Popen | None = None
     restarts: int = 0
     started_at: float = field(default=0.0)
+    log_offset: int = 0                    # the log's size when this run of it started (a restart appends)
 
     @property
     def pid(self) -> int | None:
@@ -40,6 +42,15 @@ class Child:
 
     def tail(self, lines: int = 20) -> str:
         return tail_file(self.log_path, lines)
+
+    def output(self) -> str:
+        """What this run of it has written to its log so far."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.log_offset)
+                return log.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
 
 
 def tail_file(path: Path, lines: int) -> str:
@@ -58,39 +69,15 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     # Only zombies left (reaped by nobody yet) count as gone.
-    return any(group == pgid and state != "Z" for _, group, _, state in _process_table().values())
-
-
-def _process_table() -> dict[int, tuple[int, int, int, str]]:
-    """pid -> (parent pid, process group, CPU ticks: user + system of itself and the children it reaped,
-    state), from ``/proc/<pid>/stat``."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(") ", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            table[int(entry.name)] = (int(fields[1]), int(fields[2]), sum(int(value) for value in fields[11:15]),
-                                      fields[0])
-    return table
+    return any(group == pgid and state != "Z" for _, group, _, state in process_table().values())
 
 
 def group_cpu_seconds(pgid: int) -> float:
     """CPU seconds (user + system) used so far by the live processes of group ``pgid``, their descendants
     wherever they moved (PySpark's worker daemon makes a process group of its own) and the children they
     reaped: a service's cost, which a loaded machine does not inflate the way it does wall time."""
-    table = _process_table()
-    children: dict[int, list[int]] = {}
-    for pid, (parent, *_rest) in table.items():
-        children.setdefault(parent, []).append(pid)
-    todo = [pid for pid, (_, group, *_rest) in table.items() if group == pgid]
-    seen: set[int] = set()
-    while todo:
-        pid = todo.pop()
-        if pid not in seen:
-            seen.add(pid)
-            todo.extend(children.get(pid, []))
+    table = process_table()
+    seen = with_descendants([pid for pid, (_, group, *_rest) in table.items() if group == pgid], table)
     return sum(table[pid][2] for pid in seen) / os.sysconf("SC_CLK_TCK")
 
 
@@ -109,6 +96,7 @@ class ProcessGroup:
         child = Child(name, [sys.executable, *args], {**self.base_env, **(env or {})}, self.log_dir / f"{name}.log",
                       restarts=previous.restarts if previous else 0)
         with open(child.log_path, "ab") as log:
+            child.log_offset = log.tell()
             child.proc = subprocess.Popen(child.cmd, cwd=REPO_ROOT, env=child.env, stdout=log,
                                           stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                           start_new_session=True)

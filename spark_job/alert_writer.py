@@ -48,7 +48,7 @@ from kafka.errors import KafkaError
 
 from common.contracts import format_event_time
 from common.kafka_io import make_producer, read_topic
-from common.settings import Settings, checkpoint_location
+from common.settings import Settings, checkpoint_location, local_folder
 
 log = logging.getLogger(__name__)
 
@@ -106,14 +106,9 @@ def read_checkpoint_file(checkpoint: str | Path, name: str, spark=None) -> str:
     read through Hadoop's file system API with the Spark session, as Spark wrote it; a local one directly
     (the writer reads a file per batch: through the JVM it is a dozen py4j round trips, 10-130 ms on two
     busy cores)."""
-    if spark is None or _is_local(checkpoint):
-        # A file:// URI (a cluster's checkpoint root) names a local folder too; Path would fold its "//".
-        local = str(checkpoint)
-        if local.startswith("file:"):
-            from urllib.parse import urlparse
-            from urllib.request import url2pathname
-            local = url2pathname(urlparse(local).path)
-        return (Path(local) / name).read_text()
+    local = local_folder(checkpoint)
+    if spark is None or local is not None:
+        return ((local or Path(checkpoint)) / name).read_text()
     return read_through_hadoop(checkpoint, name, spark)
 
 
@@ -125,11 +120,6 @@ def read_through_hadoop(checkpoint: str | Path, name: str, spark) -> str:
         return jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
     finally:
         stream.close()
-
-
-def _is_local(location: str | Path) -> bool:
-    text = str(location)
-    return "://" not in text or text.startswith("file:")
 
 
 def checkpoint_query_id(checkpoint: str | Path, spark=None) -> str:

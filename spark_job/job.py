@@ -26,6 +26,18 @@ class JobQueries:
         self.plans = {plan.name: plan for plan in plan_queries([d.name for d in self.detectors], options)}
         self.running: dict[str, object] = {}
         self.quarantined: dict[str, tuple] = {}        # query name -> (the detector set apart, its options)
+        self.prepared: dict[str, object] = {}          # query name -> its rows, built before its first start
+
+    def prepare_all(self) -> None:
+        """Build every planned query's DataFrame now (a standby: before it takes over), for its first start.
+        One that cannot be built is left to its start, which meets the error again."""
+        from spark_job.queries import planned_rows
+
+        for name, plan in self.plans.items():
+            try:
+                self.prepared[name] = planned_rows(self.spark, plan, self.detectors, self.settings, self.options)
+            except Exception as error:  # noqa: BLE001 - raised again, where it is handled, by its start
+                log.warning("query %s not prepared: %s", name, str(error).splitlines()[0])
 
     def start_all(self) -> list:
         return [self._start(name) for name in self.plans]
@@ -70,6 +82,8 @@ class JobQueries:
                 self.quarantined[name] = (changed[detector.name], options)
         affected = [name for name, plan in self.plans.items() if set(plan.detectors) & set(changed)]
         affected += [name for name, (d, _) in self.quarantined.items() if d.name in changed]
+        for name in affected:
+            self.prepared.pop(name, None)             # built with the parameters before
         started = []
         for name in affected:
             query = self.running.get(name)
@@ -96,7 +110,8 @@ class JobQueries:
             plan = QueryPlan(name, (detector.name,), trigger_seconds=options.trigger_seconds)
             query = start_planned_query(self.spark, plan, [detector], self.settings, options)
         else:
-            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options)
+            query = start_planned_query(self.spark, self.plans[name], self.detectors, self.settings, self.options,
+                                        rows=self.prepared.pop(name, None))
         self.running[name] = query
         return query
 
@@ -106,9 +121,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from common.spark import get_spark
     from common.settings import get_settings
     from detectors import registry
-    from spark_job.metrics import start_job_metrics
-    from spark_job.progress import ProgressListener, RedisProgress
-    from spark_job.supervision import supervise
+    from spark_job.leadership import Leadership
     from spark_job.warmup import warm_up
     from spark_job.live_params import ParamsFollower, RedisParams, applied_entry
     from detectors.params import as_data
@@ -119,24 +132,11 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     detectors = [registry.get(name) for name in names] if names else registry.all()
     options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger,
                              settings.detector_group_triggers)
+    # The leader lock first: a job that finds it held is a standby, and its JVM inherits its lower priority.
+    leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
+    if not leadership.try_lead():
+        leadership.stand_back()
     spark = get_spark("fraud-detectors", settings)
-    metrics = start_job_metrics(settings)
-    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
-    spark.streams.addListener(listener.listener)
-
-    follower = ParamsFollower(settings)
-    in_force = follower.initial()
-    job = JobQueries(spark, detectors, settings, options)
-    publish = RedisParams(settings)
-    job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
-    job.apply_params(in_force)                    # before any query starts: nothing to restart
-    for detector in job.detectors:
-        if detector.name not in in_force:
-            job.on_params(detector, None)
-    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s)
-    queries = job.start_all()
-    log.info("running %s", ", ".join(q.name for q in queries))
-    stop_at = time.monotonic() + args.duration if args.duration else None
     stopping = {"now": False}
 
     def stop_requested(*_) -> None:
@@ -148,7 +148,43 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
         if server is not None:
             server.handle_error = lambda request, client_address: None
 
-    signal.signal(signal.SIGTERM, stop_requested)
+    follower = ParamsFollower(settings)
+    job = JobQueries(spark, detectors, settings, options)
+    publish = RedisParams(settings)
+    job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
+    in_force = follower.initial()
+    job.apply_params(in_force)                    # before any query starts: nothing to restart
+    for detector in job.detectors:
+        if detector.name not in in_force:
+            job.on_params(detector, None)
+    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s)
+    job.prepare_all()
+    signal.signal(signal.SIGTERM, stop_requested)     # a standby waiting for the lock is stopped by it too
+    try:
+        if not leadership.lead(lambda: stopping["now"]):
+            log.info("stopped while standing by")
+            _stop(spark)
+            follower.close()
+            return 0
+        return _lead(spark, job, follower, settings, args, stopping)
+    finally:
+        leadership.release()
+
+
+def _lead(spark, job: JobQueries, follower, settings, args: argparse.Namespace, stopping: dict) -> int:
+    """Start the job's queries and supervise them until stopped; the exit status."""
+    from spark_job.metrics import start_job_metrics
+    from spark_job.progress import ProgressListener, RedisProgress
+    from spark_job.supervision import supervise
+
+    # Only the leading job serves metrics and reports progress (a standby's port would clash).
+    metrics = start_job_metrics(settings)
+    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
+    spark.streams.addListener(listener.listener)
+    job.apply_params(follower.poll())             # what changed while it rehearsed or stood by
+    queries = job.start_all()
+    log.info("running %s", ", ".join(q.name for q in queries))
+    stop_at = time.monotonic() + args.duration if args.duration else None
     rule_times = RuleTimes(spark, settings.spark_rule_times_file)
 
     def until() -> bool:

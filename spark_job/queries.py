@@ -148,14 +148,23 @@ def query_name(detector: Detector) -> str:
 
 
 def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,
-                        options: RunOptions):
-    """Start the query of ``plan``: one read and validation of the topic, one branch per detector (in
-    the registry's order, longest-running first: see ``detectors.registry``) and the dead letters if
-    the plan has them, all written in one transaction per micro-batch."""
+                        options: RunOptions, rows: DataFrame | None = None):
+    """Start the query of ``plan`` (its ``planned_rows``, built now unless given)."""
+    if rows is None:
+        rows = planned_rows(spark, plan, detectors, settings, options)
+    return start_query(rows, plan.name, settings, options, plan.trigger_seconds)
+
+
+def planned_rows(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,
+                 options: RunOptions) -> DataFrame:
+    """What the query of ``plan`` writes: one read and validation of the topic, one branch per detector (in
+    the registry's order, longest-running first: see ``detectors.registry``) and the dead letters if the
+    plan has them, all written in one transaction per micro-batch. Building it takes seconds of py4j calls
+    in a JVM that has just started: a standby builds it before it takes over (``spark_job.job``)."""
     by_name = {d.name: d for d in detectors}
     checked = counted(with_validation(read_transactions(spark, settings, options)), plan.name)
     if not plan.detectors:                       # the dead letters alone: no shuffle needed
-        return start_query(dlq_rows(checked, settings), plan.name, settings, options, plan.trigger_seconds)
+        return dlq_rows(checked, settings)
     once = read_once(checked, settings)
     parts = [alert_rows(detector_alerts(once, d, settings, muted=d.name in plan.muted), settings, options.sink)
              for d in in_registry_order([by_name[n] for n in plan.detectors])]
@@ -164,7 +173,7 @@ def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequenc
     rows = parts[0]
     for part in parts[1:]:
         rows = rows.unionByName(part)
-    return start_query(rows, plan.name, settings, options, plan.trigger_seconds)
+    return rows
 
 
 def start_detectors(spark: SparkSession, detectors: Sequence[Detector], settings: Settings,

@@ -70,6 +70,17 @@ def test_every_component_recovered_after_each_fault(chaos):
     assert chaos.unexpected_deaths == []
 
 
+def test_the_standby_takes_over_from_each_killed_detector_job(chaos):
+    """With a standby, the job that runs the queries after a kill is the one that stood by, not the killed
+    one restarted (spark_job.leadership)."""
+    from tests.e2e.chaos import PLANS
+
+    kills = [f for f in chaos.faults if f.fault == "detectors"]
+    if not PLANS[chaos.plan].standby or not kills:
+        pytest.skip(f"the {chaos.plan} plan kills no detector job with a standby")
+    assert [f.leaders[0] != f.leaders[1] for f in kills] == [True] * len(kills), [f.leaders for f in kills]
+
+
 def test_every_broken_record_is_dead_lettered_with_its_reason_and_nothing_else(chaos):
     figures = chaos.figures
     assert figures["garbage_sent"] >= PLANS_GARBAGE_MIN
