@@ -284,6 +284,8 @@ class ChaosRun:
 
     # -- faults ---------------------------------------------------------------------------------
     def _fault_detectors(self) -> None:
+        if self.plan.standby:
+            self._wait_for_the_standby()
         at, published = self._elapsed(), self._published()
         # A random moment inside the job's work: after it wrote a few more records to the alerts topic
         # (so the kill often lands inside an open Kafka transaction), or at once if none come.
@@ -293,8 +295,6 @@ class ChaosRun:
                        "more alert records", interval=0.05)
         except TimeoutError:
             pass
-        if self.plan.standby:
-            self._wait_for_the_standby()
         leader = self.diamond.leading_job()
         killed = time.monotonic()
         self.diamond.group.kill(leader)
