@@ -106,7 +106,9 @@ def _restore_priority(nice: int) -> None:
             try:
                 if os.getpriority(os.PRIO_PROCESS, int(task.name)) != nice:
                     os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
-            except (OSError, ValueError) as error:     # gone meanwhile, or no right to raise a priority
+            except ProcessLookupError:                 # the thread ended meanwhile
+                continue
+            except (OSError, ValueError) as error:     # no right to raise a priority
                 failed.append(f"{task.name}: {error}")
     if failed:
         log.warning("%d threads stay at a lower priority (%s)", len(failed), failed[0])
