@@ -9,12 +9,12 @@ import time
 from spark_job.leadership import LOCK_FILE, Leadership, holder_pid, lock_path
 
 HOLD = """
-import sys, time
+import sys
 from spark_job.leadership import Leadership
 lead = Leadership(sys.argv[1])
 assert lead.try_lead()
 print("holding", flush=True)
-time.sleep(600)
+sys.stdin.read()              # held until the test kills it
 """
 
 
@@ -28,15 +28,15 @@ def test_a_second_job_on_the_same_root_does_not_lead(tmp_path):
 
 
 def test_a_standby_takes_over_when_the_leader_is_sigkilled(tmp_path):
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "holding"
         assert holder_pid(tmp_path / LOCK_FILE) == holder.pid
         standby, result = Leadership(tmp_path), {}
+        assert not standby.try_lead(), "led while the other process held the lock"
         waiting = threading.Thread(target=lambda: result.setdefault("led", standby.lead(lambda: False, 0.01)))
         waiting.start()
-        waiting.join(0.5)
-        assert waiting.is_alive(), "led while the other process held the lock"
         holder.send_signal(signal.SIGKILL)
         waiting.join(30)
         assert result == {"led": True}
