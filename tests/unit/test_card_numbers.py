@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
+import re
 
 import pytest
 
+from common import card_numbers as CN
 from common.card_numbers import card_numbers_in, mask_card_numbers, safe_excerpt
 from common.contracts import ID_FIELDS, ContractError, decode_transaction
 from common.pan_scan import scan_bytes
@@ -90,3 +93,23 @@ def test_a_json_escape_of_half_a_surrogate_pair_is_not_valid_json():
             decode_transaction(record(txn_id=text))
     for text in ("t-\U0001f4b3", "t-\\ud800"):                       # a pair; an escaped backslash and "ud800"
         assert decode_transaction(record(txn_id=text))["txn_id"] == text
+
+
+# The definition as written first, each alternative's look-behinds before its first digit: the pattern in
+# use matches that digit first (a scan fails at once where there is none) and must find the same.
+_READABLE_BARE = r"(?<![0-9A-Za-z])(?<![0-9]\.)[0-9]{13,19}(?![0-9A-Za-z])"
+_READABLE_GROUPED = (r"(?<![0-9A-Za-z])(?<![0-9][ -])"
+                     r"(?:[0-9]{4}(?:[ -][0-9]{4}){2}(?:[ -][0-9]{4})?(?:[ -][0-9]{1,4})?|[0-9]{4}[ -][0-9]{6}[ -][0-9]{4,5})"
+                     r"(?![0-9A-Za-z])(?![ -][0-9])")
+
+
+def test_the_candidate_pattern_finds_what_its_readable_definition_finds():
+    readable = re.compile(f"{_READABLE_BARE}|{_READABLE_GROUPED}")
+    rng = random.Random(7)
+    pieces = ["4111111111111111", "4111 1111 1111 1111", "4111-1111-1111-1111", "3782 822463 10005", "1234",
+              "12345", "0.", ".", " ", "-", "a", "x", "Z", "9", "00", "\n", "txn-7-00001-000042", "2026-11-28"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
+    texts += ["".join(rng.choice("0123456789 -.aZ") for _ in range(rng.randint(1, 60))) for _ in range(20_000)]
+    for text in texts:
+        assert [(m.start(), m.group()) for m in CN.CANDIDATE_RE.finditer(text)] == \
+               [(m.start(), m.group()) for m in readable.finditer(text)], text
