@@ -151,13 +151,13 @@ class ChaosResult:
 
     def table(self) -> str:
         lines = ["| fault | action | at (s) | transactions then | down (s) | recovery (s) "
-                 "| first alert of a new transaction (s) | their latency p50 / max (s) |",
-                 "|---|---|---:|---:|---:|---:|---:|---:|"]
+                 "| alerts behind at the stop (s) | first alert of a new transaction (s) | their latency p50 / max (s) |",
+                 "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for f in self.faults:
             recovery = "not recovered" if f.recovery_s is None else f"{f.recovery_s:.1f}"
-            first, latency = new_alerts_cells(f.new_alerts)
+            behind, first, latency = new_alerts_cells(f.new_alerts)
             lines.append(f"| {f.fault} | {f.action} | {f.at_s:.0f} | {f.published:,} | {f.down_s:.1f} | {recovery} "
-                         f"| {first} | {latency} |")
+                         f"| {behind} | {first} | {latency} |")
         lines += ["", "| figure | value |", "|---|---:|"]
         lines += [f"| {name} | {value:,} |" if isinstance(value, int) else f"| {name} | {value} |"
                   for name, value in self.figures.items()]
@@ -171,28 +171,42 @@ class ChaosResult:
 NEW_ALERTS_WINDOW_S = 60.0    # the transactions of the first minute after a restart
 
 
-def alerts_after_restart(alerts: list[dict], restarted_at: float, window_s: float = NEW_ALERTS_WINDOW_S) -> dict:
+def alerts_after_restart(alerts: list[dict], restarted_at: float, window_s: float = NEW_ALERTS_WINDOW_S,
+                         stopped_at: float | None = None) -> dict:
     """How the alerts of *new* transactions (entered Kafka within ``window_s`` after a restart of the
     detector job or the broker) came out: seconds from the restart to the first of them written, and
     their latency (``detected_at - ingested_at``, the writer's clock just before its commit). A restarted
     job reads its backlog first, so this is when alerts flow again for what is happening now, and whether
-    the backlog starves it; ``count`` 0 when the stream had ended by the restart."""
-    new = [(parse_event_time(a["detected_at"]).timestamp(), parse_event_time(a["ingested_at"]).timestamp())
-           for a in alerts if a.get("ingested_at") and a.get("detected_at")]
-    new = [(written, ingested) for written, ingested in new if restarted_at <= ingested < restarted_at + window_s]
+    the backlog starves it; ``count`` 0 when the stream had ended by the restart.
+
+    ``behind_s``, with ``stopped_at`` (the kill or the stop): how far behind the job already was then,
+    i.e. how long before it the newest transaction entered Kafka whose alert had been written by then. A
+    job that was a minute behind cannot alert on a new transaction sooner than a minute after a restart,
+    however fast it takes over."""
+    written_ingested = [(parse_event_time(a["detected_at"]).timestamp(), parse_event_time(a["ingested_at"]).timestamp())
+                        for a in alerts if a.get("ingested_at") and a.get("detected_at")]
+    behind = {}
+    if stopped_at is not None:
+        before = [ingested for written, ingested in written_ingested if written <= stopped_at]
+        behind = {"behind_s": round(stopped_at - max(before), 1)} if before else {}
+    new = [(written, ingested) for written, ingested in written_ingested
+           if restarted_at <= ingested < restarted_at + window_s]
     if not new:
-        return {"count": 0}
+        return {"count": 0, **behind}
     latencies = sorted(written - ingested for written, ingested in new)
     return {"count": len(new), "first_s": round(min(written for written, _ in new) - restarted_at, 1),
-            "latency_p50_s": round(latencies[len(latencies) // 2], 1), "latency_max_s": round(latencies[-1], 1)}
+            "latency_p50_s": round(latencies[len(latencies) // 2], 1), "latency_max_s": round(latencies[-1], 1),
+            **behind}
 
 
-def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str]:
+def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str, str]:
+    """The table's cells: behind at the stop, the first alert of a new transaction, their latency."""
     if new_alerts is None:
-        return "", ""
+        return "", "", ""
+    behind = f"{new_alerts['behind_s']:.1f}" if "behind_s" in new_alerts else ""
     if not new_alerts["count"]:
-        return "none (the stream had ended)", ""
-    return (f"{new_alerts['first_s']:.1f}",
+        return behind, "none (the stream had ended)", ""
+    return (behind, f"{new_alerts['first_s']:.1f}",
             f"{new_alerts['latency_p50_s']:.1f} / {new_alerts['latency_max_s']:.1f} ({new_alerts['count']:,} alerts)")
 
 
@@ -524,7 +538,8 @@ class ChaosRun:
         alerts = read(s.topic_alerts)
         for fault in self.records:
             if fault.restarted_at is not None:
-                fault.new_alerts = alerts_after_restart(alerts, fault.restarted_at)
+                fault.new_alerts = alerts_after_restart(alerts, fault.restarted_at,
+                                                        stopped_at=fault.restarted_at - fault.down_s)
         counts = Counter(a["alert_id"] for a in alerts)
         present = set(counts)
         tails = {"enriched": _TopicTail(s, s.topic_alerts_enriched), "cases": _TopicTail(s, s.topic_cases)}

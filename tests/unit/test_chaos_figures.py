@@ -24,14 +24,26 @@ def test_only_transactions_of_the_minute_after_the_restart_count():
               alert(61, 62)]      # after the window
     figures = alerts_after_restart(alerts, RESTART.timestamp())
     assert figures == {"count": 3, "first_s": 25.0, "latency_p50_s": 16.0, "latency_max_s": 23.0}
-    assert new_alerts_cells(figures) == ("25.0", "16.0 / 23.0 (3 alerts)")
+    assert new_alerts_cells(figures) == ("", "25.0", "16.0 / 23.0 (3 alerts)")
 
 
 def test_a_stream_that_ended_before_the_restart_says_so():
     figures = alerts_after_restart([alert(-30, 10)], RESTART.timestamp())
     assert figures == {"count": 0}
-    assert new_alerts_cells(figures)[0] == "none (the stream had ended)"
-    assert new_alerts_cells(None) == ("", "")
+    assert new_alerts_cells(figures)[1] == "none (the stream had ended)"
+    assert new_alerts_cells(None) == ("", "", "")
+
+
+def test_how_far_behind_the_job_was_at_the_kill_is_the_newest_alert_written_before_it():
+    killed = -0.5
+    alerts = [alert(-70, -40), alert(-42, -1),      # written before the kill: the newest entered 41.5 s before it
+              alert(-30, 20),                       # entered before the kill, written after it: the backlog
+              alert(3, 50)]
+    figures = alerts_after_restart(alerts, RESTART.timestamp(), stopped_at=RESTART.timestamp() + killed)
+    assert figures["behind_s"] == 41.5 and figures["first_s"] == 50.0
+    assert new_alerts_cells(figures)[0] == "41.5"
+    assert "behind_s" not in alerts_after_restart([alert(3, 50)], RESTART.timestamp(),
+                                                  stopped_at=RESTART.timestamp() + killed)
 
 
 def case(case_id: str, status: str, version: int, updated_at: str, reason: str = "") -> dict:
