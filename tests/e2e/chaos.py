@@ -179,10 +179,11 @@ def alerts_after_restart(alerts: list[dict], restarted_at: float, window_s: floa
     job reads its backlog first, so this is when alerts flow again for what is happening now, and whether
     the backlog starves it; ``count`` 0 when the stream had ended by the restart.
 
-    ``behind_s``, with ``stopped_at`` (the kill or the stop): how far behind the job already was then,
-    i.e. how long before it the newest transaction entered Kafka whose alert had been written by then. A
-    job that was a minute behind cannot alert on a new transaction sooner than a minute after a restart,
-    however fast it takes over."""
+    ``behind_s``, with ``stopped_at`` (the kill or the stop) and new transactions after it: how far behind
+    the job already was then, i.e. how long before it the newest transaction entered Kafka whose alert
+    had been written by then. A job that was a minute behind cannot alert on a new transaction sooner
+    than a minute after a restart, however fast it takes over. (Once the stream has ended the newest
+    alert only says when the traffic stopped: none then.)"""
     written_ingested = [(parse_event_time(a["detected_at"]).timestamp(), parse_event_time(a["ingested_at"]).timestamp())
                         for a in alerts if a.get("ingested_at") and a.get("detected_at")]
     behind = {}
@@ -192,7 +193,7 @@ def alerts_after_restart(alerts: list[dict], restarted_at: float, window_s: floa
     new = [(written, ingested) for written, ingested in written_ingested
            if restarted_at <= ingested < restarted_at + window_s]
     if not new:
-        return {"count": 0, **behind}
+        return {"count": 0}
     latencies = sorted(written - ingested for written, ingested in new)
     return {"count": len(new), "first_s": round(min(written for written, _ in new) - restarted_at, 1),
             "latency_p50_s": round(latencies[len(latencies) // 2], 1), "latency_max_s": round(latencies[-1], 1),
@@ -203,9 +204,9 @@ def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str, str]:
     """The table's cells: behind at the stop, the first alert of a new transaction, their latency."""
     if new_alerts is None:
         return "", "", ""
-    behind = f"{new_alerts['behind_s']:.1f}" if "behind_s" in new_alerts else ""
     if not new_alerts["count"]:
-        return behind, "none (the stream had ended)", ""
+        return "", "none (the stream had ended)", ""
+    behind = f"{new_alerts['behind_s']:.1f}" if "behind_s" in new_alerts else ""
     return (behind, f"{new_alerts['first_s']:.1f}",
             f"{new_alerts['latency_p50_s']:.1f} / {new_alerts['latency_max_s']:.1f} ({new_alerts['count']:,} alerts)")
 

@@ -77,3 +77,48 @@ def test_small_batches_are_written_as_one_task_and_large_ones_keep_their_partiti
         spark.conf.set("spark.sql.codegen.factoryMode", before)
     # the first batch is taken as small; each batch decides for the next one
     assert tasks == [1, 1, 5, 5, 1]
+
+
+def test_a_query_that_starts_behind_runs_its_first_batch_compiled(stack, topics, spark, tmp_path):
+    """A restart with a backlog (or the batch a killed job had planned) is a large first batch: the query's
+    own session starts in the mode of its size (spark_job.backlog), not in the small batches' mode."""
+    s = stack.replace(topic_transactions=topics("transactions", partitions=1), topic_alerts=topics("alerts"),
+                      topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"),
+                      spark_codegen_factory_mode="NO_CODEGEN", spark_codegen_large_batch_rows=100)
+    producer = make_producer(s, transactional_id=f"test-codegen-start-{tmp_path.name}")
+    producer.init_transactions()
+    options = RunOptions(checkpoint_root=tmp_path, shared=True)
+    sent = 0
+
+    def publish(records: int) -> None:
+        nonlocal sent
+        producer.begin_transaction()
+        for i in range(sent, sent + records):
+            value = txn(i, amount=12.0)
+            producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+        producer.commit_transaction()
+        sent += records
+
+    def first_plan_after(records: int) -> str:
+        [query] = start_detectors(spark, [BIG_AMOUNT], s, options)
+        try:
+            publish(records)
+            wait_until(lambda: _read_so_far(query) >= sent, 120, f"the query to read {sent} records")
+            return query._jsq.explainInternal(False)
+        finally:
+            query.stop()
+
+    before = spark.conf.get("spark.sql.codegen.factoryMode")
+    try:
+        small = first_plan_after(5)               # a new query: its first batch is small
+        publish(300)                              # the job is away while 300 records arrive
+        [query] = start_detectors(spark, [BIG_AMOUNT], s, options)
+        try:
+            wait_until(lambda: _read_so_far(query) >= sent, 120, f"the restarted query to read {sent} records")
+            behind = query._jsq.explainInternal(False)
+        finally:
+            query.stop()
+        assert spark.conf.get("spark.sql.codegen.factoryMode") == before    # the job's session is left as it was
+    finally:
+        producer.close()
+    assert "*(" not in small and "*(" in behind

@@ -44,6 +44,8 @@ def test_how_far_behind_the_job_was_at_the_kill_is_the_newest_alert_written_befo
     assert new_alerts_cells(figures)[0] == "41.5"
     assert "behind_s" not in alerts_after_restart([alert(3, 50)], RESTART.timestamp(),
                                                   stopped_at=RESTART.timestamp() + killed)
+    # the stream had ended: the newest alert says when the traffic stopped, not how far behind the job was
+    assert alerts_after_restart(alerts[:2], RESTART.timestamp(), stopped_at=RESTART.timestamp() + killed) == {"count": 0}
 
 
 def case(case_id: str, status: str, version: int, updated_at: str, reason: str = "") -> dict:

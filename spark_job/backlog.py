@@ -1,0 +1,102 @@
+"""How many records a query's next micro-batch will read: what waits in the topic behind its last batch.
+
+``spark_job.codegen.CodegenByBatchSize`` runs large batches compiled, and until now knew a batch was large
+only once one had run. Two batches are large before any has: the first of a query that starts behind (a
+restart after a broker outage, a job that was down), and the batch a killed job had planned, which the
+job that takes over must run again first, exactly as planned. Both are known from the checkpoint and the
+topic before the query starts; after each batch, what waits behind it is what the next one reads.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from common.settings import Settings, local_folder
+from spark_job.alert_writer import batch_end_offsets
+
+log = logging.getLogger(__name__)
+
+
+def _batch_ids(folder: Path) -> list[int]:
+    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
+
+
+def records_between(start: list | None, end: list | None) -> int | None:
+    """Records from one batch's end offsets to another's (Spark's offsets: one dict per source, topic →
+    partition → offset), of the source with the most; None when either is unknown. A detector query has
+    a source per branch of its plan, each of the transactions topic, and reads them in one scan."""
+    if not start or not end or len(start) != len(end):
+        return None
+    counts = [sum(max(0, offset - before.get(topic, {}).get(partition, 0))
+                  for topic, partitions in after.items() for partition, offset in partitions.items())
+              for before, after in zip(start, end) if before is not None and after is not None]
+    return max(counts) if counts else None
+
+
+def planned_again(checkpoint: str | Path) -> int | None:
+    """Records of the batch a stopped or killed query had planned and not committed, which its next
+    start runs again first; None when there is none, or the checkpoint is not local."""
+    folder = local_folder(checkpoint)
+    if folder is None:
+        return None
+    planned, committed = _batch_ids(folder / "offsets"), _batch_ids(folder / "commits")
+    if not planned or not committed or planned[-1] <= committed[-1]:
+        return None
+    return records_between(batch_end_offsets(checkpoint, committed[-1]), batch_end_offsets(checkpoint, planned[-1]))
+
+
+class TopicBacklog:
+    """Records of the transactions topic behind a batch's end offsets (the topic's last stable offsets)."""
+
+    def __init__(self, settings: Settings, checkpoint: str | Path):
+        self.settings, self.checkpoint = settings, checkpoint
+        self.consumer = None
+
+    def after_batch(self, batch_id: int) -> int | None:
+        """Records waiting behind ``batch_id``'s end offsets; None if the broker or the checkpoint cannot say."""
+        try:
+            return self.behind(batch_end_offsets(self.checkpoint, batch_id))
+        except Exception as error:     # a guess for the codegen switch only: never fail a batch for it
+            log.debug("no backlog after batch %d of %s: %s", batch_id, self.checkpoint, error)
+            return None
+
+    def at_start(self) -> int | None:
+        """What the query's first batch will read: the batch it must run again, or else what waits behind
+        its last committed batch; None for a query without one (it starts at the topic's end)."""
+        try:
+            again = planned_again(self.checkpoint)
+            if again is not None:
+                return again
+            folder = local_folder(self.checkpoint)
+            committed = _batch_ids(folder / "commits") if folder is not None else []
+            return self.behind(batch_end_offsets(self.checkpoint, committed[-1])) if committed else None
+        except Exception as error:
+            log.debug("no backlog at the start of %s: %s", self.checkpoint, error)
+            return None
+
+    def behind(self, end_offsets: list | None) -> int | None:
+        sources = [source for source in end_offsets or () if source is not None]
+        if not sources:
+            return None
+        ends = self._topic_ends(sorted({topic for source in sources for topic in source}))
+        return records_between(sources, [ends] * len(sources))
+
+    def _topic_ends(self, topics: list[str]) -> dict:
+        from kafka import TopicPartition
+
+        from common.kafka_io import make_consumer
+
+        if self.consumer is None:
+            self.consumer = make_consumer(self.settings, group_id=None)
+        ends: dict = {}
+        for topic in topics:
+            partitions = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or ())]
+            for tp, offset in self.consumer.end_offsets(partitions).items():
+                ends.setdefault(topic, {})[str(tp.partition)] = offset
+        return ends
+
+    def close(self) -> None:
+        if self.consumer is not None:
+            self.consumer.close()
+            self.consumer = None
