@@ -165,7 +165,8 @@ class StagedBatch:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
-        size = F.length("value") + F.coalesce(F.length("key"), F.lit(0))
+        # Bytes, which a UTF-8 string knows; its length in characters would be counted by reading it.
+        size = F.octet_length("value") + F.coalesce(F.octet_length("key"), F.lit(0))
         # Measured as they are staged (the plan's observed metrics), not by another job over the rows.
         observed = batch_df.select("kind", "topic", "key", "value").observe(
             "writer_rows", F.count(F.lit(1)).alias("rows"), F.sum(size).alias("bytes"), F.max(size).alias("largest"))
