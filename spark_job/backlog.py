@@ -1,10 +1,11 @@
-"""How many records a query's next micro-batch will read: what waits in the topic behind its last batch.
+"""How many records a query's first micro-batch will read, before it starts.
 
 ``spark_job.codegen.CodegenByBatchSize`` runs large batches compiled, and until now knew a batch was large
 only once one had run. Two batches are large before any has: the first of a query that starts behind (a
 restart after a broker outage, a job that was down), and the batch a killed job had planned, which the
 job that takes over must run again first, exactly as planned. Both are known from the checkpoint and the
-topic before the query starts; after each batch, what waits behind it is what the next one reads.
+topic before the query starts. (After that, a batch's size is known from the one before it: a query that
+falls behind does so batch by batch.)
 """
 
 from __future__ import annotations
@@ -46,57 +47,38 @@ def planned_again(checkpoint: str | Path) -> int | None:
     return records_between(batch_end_offsets(checkpoint, committed[-1]), batch_end_offsets(checkpoint, planned[-1]))
 
 
-class TopicBacklog:
-    """Records of the transactions topic behind a batch's end offsets (the topic's last stable offsets)."""
+def first_batch_rows(settings: Settings, checkpoint: str | Path) -> int | None:
+    """What a query's first batch will read: the batch it must run again, or else what waits in the topic
+    (its last stable offsets) behind its last committed batch; None for a query without one (it starts
+    at the topic's end), or when the checkpoint or the broker cannot say (a guess for the codegen switch:
+    never a reason not to start)."""
+    try:
+        again = planned_again(checkpoint)
+        if again is not None:
+            return again
+        folder = local_folder(checkpoint)
+        committed = _batch_ids(folder / "commits") if folder is not None else []
+        return _behind(settings, batch_end_offsets(checkpoint, committed[-1])) if committed else None
+    except Exception as error:
+        log.debug("no backlog at the start of %s: %s", checkpoint, error)
+        return None
 
-    def __init__(self, settings: Settings, checkpoint: str | Path):
-        self.settings, self.checkpoint = settings, checkpoint
-        self.consumer = None
 
-    def after_batch(self, batch_id: int) -> int | None:
-        """Records waiting behind ``batch_id``'s end offsets; None if the broker or the checkpoint cannot say."""
-        try:
-            return self.behind(batch_end_offsets(self.checkpoint, batch_id))
-        except Exception as error:     # a guess for the codegen switch only: never fail a batch for it
-            log.debug("no backlog after batch %d of %s: %s", batch_id, self.checkpoint, error)
-            return None
+def _behind(settings: Settings, end_offsets: list | None) -> int | None:
+    from kafka import TopicPartition
 
-    def at_start(self) -> int | None:
-        """What the query's first batch will read: the batch it must run again, or else what waits behind
-        its last committed batch; None for a query without one (it starts at the topic's end)."""
-        try:
-            again = planned_again(self.checkpoint)
-            if again is not None:
-                return again
-            folder = local_folder(self.checkpoint)
-            committed = _batch_ids(folder / "commits") if folder is not None else []
-            return self.behind(batch_end_offsets(self.checkpoint, committed[-1])) if committed else None
-        except Exception as error:
-            log.debug("no backlog at the start of %s: %s", self.checkpoint, error)
-            return None
+    from common.kafka_io import make_consumer
 
-    def behind(self, end_offsets: list | None) -> int | None:
-        sources = [source for source in end_offsets or () if source is not None]
-        if not sources:
-            return None
-        ends = self._topic_ends(sorted({topic for source in sources for topic in source}))
-        return records_between(sources, [ends] * len(sources))
-
-    def _topic_ends(self, topics: list[str]) -> dict:
-        from kafka import TopicPartition
-
-        from common.kafka_io import make_consumer
-
-        if self.consumer is None:
-            self.consumer = make_consumer(self.settings, group_id=None)
+    sources = [source for source in end_offsets or () if source is not None]
+    if not sources:
+        return None
+    consumer = make_consumer(settings, group_id=None)
+    try:
         ends: dict = {}
-        for topic in topics:
-            partitions = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or ())]
-            for tp, offset in self.consumer.end_offsets(partitions).items():
+        for topic in sorted({topic for source in sources for topic in source}):
+            partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            for tp, offset in consumer.end_offsets(partitions).items():
                 ends.setdefault(topic, {})[str(tp.partition)] = offset
-        return ends
-
-    def close(self) -> None:
-        if self.consumer is not None:
-            self.consumer.close()
-            self.consumer = None
+    finally:
+        consumer.close()
+    return records_between(sources, [ends] * len(sources))

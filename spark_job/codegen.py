@@ -9,6 +9,7 @@ from typing import Callable, Iterator
 from pyspark.sql import DataFrame
 
 from common.settings import Settings
+from spark_job.backlog import first_batch_rows
 
 log = logging.getLogger("spark_job.codegen")
 
@@ -28,35 +29,35 @@ class CodegenByBatchSize:
     (``coalesce(1)``): the union of a query's branches would otherwise be a task per branch, each
     deserializing the whole stage's plan.
 
-    With a ``backlog`` (``spark_job.backlog.TopicBacklog``) the size that decides is also what waits in
-    the topic: before the query starts (``starting``: its first batch is a backlog, or the batch a killed
-    job had planned, run again), and behind each batch (the next one reads it).
+    A query starts in the mode of its first batch (``starting``): a restart behind the topic, or the batch
+    a killed job had planned, run again first, is large before any batch has run (``spark_job.backlog``).
     Measured in docs/performance.md.
     """
 
-    def __init__(self, write: Callable, settings: Settings, backlog=None):
+    def __init__(self, write: Callable, settings: Settings):
         self.write = write
+        self.settings = settings
         self.large_rows = settings.spark_codegen_large_batch_rows
         self.small_mode = settings.spark_codegen_factory_mode
-        self.backlog = backlog if self.large_rows else None
         self.query = None          # set once the query has started
         self.mode = self.small_mode
 
     @contextmanager
-    def starting(self, spark) -> Iterator[None]:
-        """Around ``start()``: the query's own session is cloned from ``spark`` then, so it starts in the
-        mode of its first batch's size; ``spark`` gets its setting back afterwards."""
-        first = self.backlog.at_start() if self.backlog is not None else None
+    def starting(self, spark, checkpoint) -> Iterator[None]:
+        """Around ``start()`` of the query on ``checkpoint``: its own session is cloned from ``spark`` then,
+        so it starts in the mode of its first batch's size; ``spark`` gets its setting back afterwards."""
+        first = first_batch_rows(self.settings, checkpoint) if self.large_rows else None
         self.mode = self.mode_for(first) if first is not None else self.small_mode
         before = spark.conf.get("spark.sql.codegen.factoryMode")
-        if self.mode != before:
+        switch = first is not None and self.mode != self.small_mode and self.mode != before
+        if switch:
             log.info("first batch of %s records: the query starts with spark.sql.codegen.factoryMode=%s",
                      f"{first:,}", self.mode)
             spark.conf.set("spark.sql.codegen.factoryMode", self.mode)
         try:
             yield
         finally:
-            if self.mode != before:
+            if switch:
                 spark.conf.set("spark.sql.codegen.factoryMode", before)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
@@ -65,9 +66,7 @@ class CodegenByBatchSize:
         self.write(batch_df.coalesce(1) if small else batch_df, batch_id)
         if not self.large_rows:    # the switch is off: no py4j round trips for the batch's count
             return
-        sizes = [rows for rows in (self.input_rows(), self.backlog and self.backlog.after_batch(batch_id))
-                 if rows is not None]
-        wanted = self.mode_for(max(sizes)) if sizes else self.mode
+        wanted = self.mode_for(self.input_rows())
         if wanted != self.mode:
             batch_df.sparkSession.conf.set("spark.sql.codegen.factoryMode", wanted)
             log.info("query %s: next batches with spark.sql.codegen.factoryMode=%s", self.query.name, wanted)
@@ -85,13 +84,3 @@ class CodegenByBatchSize:
             return None
         observed = self.query._jsq.streamingQuery().lastExecution().observedMetrics()
         return None if observed.isEmpty() else int(observed.valuesIterator().next().getAs("records"))
-
-    def close(self) -> None:
-        """When the query ends (``spark_job.writer_closing``): the writer's producer and the backlog's consumer."""
-        try:
-            self.write.close()
-        finally:
-            if self.backlog is not None:
-                self.backlog.close()
-
-

@@ -26,7 +26,6 @@ from detectors.base import TRANSACTION_SCHEMA, Detector
 from detectors.ops import keep
 from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
-from spark_job.backlog import TopicBacklog
 from spark_job.codegen import CodegenByBatchSize
 from spark_job.dead_letters import dlq_hash_key, dlq_values
 from spark_job.options import DLQ_QUERY, SINKS, QueryPlan, RunOptions, plan_queries
@@ -136,10 +135,10 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     if exactly_once:
         kafka_writer = ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()
-        write = CodegenByBatchSize(kafka_writer, settings, TopicBacklog(settings, checkpoint))
-        with write.starting(rows.sparkSession):
+        write = CodegenByBatchSize(kafka_writer, settings)
+        with write.starting(rows.sparkSession, checkpoint):
             write.query = writer.foreachBatch(write).start()
-        close_when_query_ends(rows.sparkSession, write.query, write)
+        close_when_query_ends(rows.sparkSession, write.query, kafka_writer)
         return write.query
     return writer.format("kafka").options(**spark_kafka_options(settings)).start()
 

@@ -31,12 +31,7 @@ def test_large_batches_run_compiled_and_small_ones_interpreted(stack, topics, sp
     def one_batch(records: int) -> str:
         """Publish ``records`` transactions, wait until the query has read them, return its last plan."""
         nonlocal sent
-        producer.begin_transaction()
-        for i in range(sent, sent + records):
-            value = txn(i, amount=12.0)
-            producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
-        producer.commit_transaction()
-        sent += records
+        sent = _publish(producer, s, sent, records)
         wait_until(lambda: _read_so_far(query) >= sent, 120, f"the query to read {sent} records")
         return query._jsq.explainInternal(False)
 
@@ -49,6 +44,17 @@ def test_large_batches_run_compiled_and_small_ones_interpreted(stack, topics, sp
     compiled = ["*(" in plan for plan in large + small]
     # the first batch runs with the configured mode; each batch decides how the next one runs
     assert compiled == [False, True, True, False], compiled
+
+
+def _publish(producer, s, sent: int, records: int) -> int:
+    """``records`` more transactions in one Kafka transaction (a ``read_committed`` query sees them whole);
+    returns how many are out now."""
+    producer.begin_transaction()
+    for i in range(sent, sent + records):
+        value = txn(i, amount=12.0)
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.commit_transaction()
+    return sent + records
 
 
 def _read_so_far(query) -> int:
@@ -92,12 +98,7 @@ def test_a_query_that_starts_behind_runs_its_first_batch_compiled(stack, topics,
 
     def publish(records: int) -> None:
         nonlocal sent
-        producer.begin_transaction()
-        for i in range(sent, sent + records):
-            value = txn(i, amount=12.0)
-            producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
-        producer.commit_transaction()
-        sent += records
+        sent = _publish(producer, s, sent, records)
 
     def first_plan_after(records: int) -> str:
         [query] = start_detectors(spark, [BIG_AMOUNT], s, options)
