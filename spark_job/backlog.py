@@ -38,13 +38,8 @@ def records_between(start: list | None, end: list | None) -> int | None:
 def planned_again(checkpoint: str | Path) -> int | None:
     """Records of the batch a stopped or killed query had planned and not committed, which its next
     start runs again first; None when there is none, or the checkpoint is not local."""
-    folder = local_folder(checkpoint)
-    if folder is None:
-        return None
-    planned, committed = _batch_ids(folder / "offsets"), _batch_ids(folder / "commits")
-    if not planned or not committed or planned[-1] <= committed[-1]:
-        return None
-    return records_between(batch_end_offsets(checkpoint, committed[-1]), batch_end_offsets(checkpoint, planned[-1]))
+    batches = _batches(checkpoint)
+    return None if batches is None else _planned_again(checkpoint, *batches)
 
 
 def first_batch_rows(settings: Settings, checkpoint: str | Path) -> int | None:
@@ -53,15 +48,26 @@ def first_batch_rows(settings: Settings, checkpoint: str | Path) -> int | None:
     at the topic's end), or when the checkpoint or the broker cannot say (a guess for the codegen switch:
     never a reason not to start)."""
     try:
-        again = planned_again(checkpoint)
-        if again is not None:
-            return again
-        folder = local_folder(checkpoint)
-        committed = _batch_ids(folder / "commits") if folder is not None else []
-        return _behind(settings, batch_end_offsets(checkpoint, committed[-1])) if committed else None
+        batches = _batches(checkpoint)
+        if batches is None or not batches[1]:
+            return None
+        again = _planned_again(checkpoint, *batches)
+        return again if again is not None else _behind(settings, batch_end_offsets(checkpoint, batches[1][-1]))
     except Exception as error:
         log.debug("no backlog at the start of %s: %s", checkpoint, error)
         return None
+
+
+def _batches(checkpoint: str | Path) -> tuple[list[int], list[int]] | None:
+    """The planned and the committed batch ids of a local checkpoint (None when it is not local)."""
+    folder = local_folder(checkpoint)
+    return None if folder is None else (_batch_ids(folder / "offsets"), _batch_ids(folder / "commits"))
+
+
+def _planned_again(checkpoint: str | Path, planned: list[int], committed: list[int]) -> int | None:
+    if not planned or not committed or planned[-1] <= committed[-1]:
+        return None
+    return records_between(batch_end_offsets(checkpoint, committed[-1]), batch_end_offsets(checkpoint, planned[-1]))
 
 
 def _behind(settings: Settings, end_offsets: list | None) -> int | None:
