@@ -28,12 +28,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from common import card_numbers as CN
+from common.contracts import MAX_VALUE_BYTES
 from common.settings import Settings
 from spark_job.parsing import candidate_digits, card_number_candidates, holds_card_number, is_card_candidate
 
 log = logging.getLogger(__name__)
 
-MAX_DLQ_ORIGINAL_BYTES = 256 * 1024
+# Every record the contract could accept fits whole: only an oversized value is cut, and its tail stays
+# in the source topic (source_partition/offset) while the topic keeps it.
+MAX_DLQ_ORIGINAL_BYTES = MAX_VALUE_BYTES
 MAX_DLQ_KEY_BYTES = 1024      # a key is a card_id of at most 128 characters; anything longer is not one
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 

@@ -39,7 +39,7 @@ def holds_card_number(text: Column) -> Column:
     """``common.card_numbers.holds_card_number`` natively: a candidate whose digits pass Luhn.
 
     Text with fewer digits than a card number holds none; counting them is a fraction of the
-    pattern's scan, which a dead letter runs over up to 256 KB of a record's value."""
+    pattern's scan, which a dead letter runs over a record's whole value."""
     return (F.length(F.regexp_replace(text, "[^0-9]+", "")) >= CN.MIN_DIGITS) & \
         F.exists(card_number_candidates(text), is_card_candidate)
 

@@ -37,7 +37,8 @@ import json
 from collections import deque
 from datetime import datetime, timezone
 
-from common.contracts import ALERT_TRIGGER_FIELDS as TRIGGER_FIELDS, ContractError, alert_id, decode_transaction
+from common.contracts import (ALERT_TRIGGER_FIELDS as TRIGGER_FIELDS, MAX_VALUE_BYTES, ContractError, alert_id,
+                              decode_transaction)
 
 WATERMARK_MS = 120_000
 DS_GAP_MS = 60_000
@@ -205,8 +206,8 @@ def dead_letter(reason: str, raw: bytes | None, key, topic: str, partition: int,
     return json.dumps({
         "reason": reason, "source_topic": topic, "source_partition": partition, "source_offset": offset,
         "source_timestamp": _iso(timestamp_ms), "key_base64": base64.b64encode(key_bytes).decode(),
-        "value_base64": base64.b64encode(raw[:256 * 1024]).decode(), "value_size": len(raw),
-        "value_truncated": len(raw) > 256 * 1024, "value_sha256": hashlib.sha256(raw).hexdigest(),
+        "value_base64": base64.b64encode(raw[:MAX_VALUE_BYTES]).decode(), "value_size": len(raw),
+        "value_truncated": len(raw) > MAX_VALUE_BYTES, "value_sha256": hashlib.sha256(raw).hexdigest(),
         "dead_lettered_at": _iso(_now_ms()),
     })
 

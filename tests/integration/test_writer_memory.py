@@ -1,5 +1,5 @@
 """The exactly-once writer's memory is bounded by bytes, not by the micro-batch: a flood of large invalid
-records (one micro-batch of ~350 MB of dead letters) through the real broker and Spark, with the driver's
+records (one micro-batch of ~360 MB of dead letters) through the real broker and Spark, with the driver's
 heap fixed at 512 MB, arrives in the dead-letter topic exactly once (``read_committed``).
 """
 
@@ -17,9 +17,9 @@ from common.waiting import wait_until
 from spark_job.alert_writer import read_last_marker
 from tests.integration.test_exactly_once import _kill_group, _settings_env
 
-RECORDS = 1_000
-RECORD_BYTES = 300_000          # above the DLQ's 256 KB cap: every dead letter carries the largest value
-DRIVER_HEAP = "512m"            # Spark's smallest driver; the batch's dead letters alone are ~350 MB
+RECORDS = 16_000
+RECORD_BYTES = 17_000           # above the DLQ's 16 KiB cap: every dead letter carries the largest copy
+DRIVER_HEAP = "512m"            # Spark's smallest driver; the batch's dead letters alone are ~360 MB
 
 
 def _dead_letter_sources(s) -> Counter:
