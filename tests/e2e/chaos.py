@@ -70,6 +70,7 @@ from demo.diamond import DETECTOR_JOBS, LocalDiamond, Traffic
 from demo.drain import MarkerCounter
 from detectors.harness import watermark_tick
 from producers.world import DEFAULT_START
+from spark_job.options import parse_groups
 from tests.builders import make_alert
 from tests.strategies import kafka_record
 from tests.e2e.stream import _drain, _latest_versions, end_offsets
@@ -151,7 +152,8 @@ class ChaosResult:
 
     def table(self) -> str:
         lines = ["| fault | action | at (s) | transactions then | down (s) | recovery (s) "
-                 "| alerts behind at the stop (s) | first alert of a new transaction (s) | their latency p50 / max (s) |",
+                 "| alerts behind at the stop, slowest query (s) | first alert of a new transaction, every query "
+                 "(s) | their latency p50 / max (s) |",
                  "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
         for f in self.faults:
             recovery = "not recovered" if f.recovery_s is None else f"{f.recovery_s:.1f}"
@@ -172,32 +174,48 @@ NEW_ALERTS_WINDOW_S = 60.0    # the transactions of the first minute after a res
 
 
 def alerts_after_restart(alerts: list[dict], restarted_at: float, window_s: float = NEW_ALERTS_WINDOW_S,
-                         stopped_at: float | None = None) -> dict:
+                         stopped_at: float | None = None,
+                         query_of: Callable[[str], str] = lambda detector: "") -> dict:
     """How the alerts of *new* transactions (entered Kafka within ``window_s`` after a restart of the
     detector job or the broker) came out: seconds from the restart to the first of them written, and
     their latency (``detected_at - ingested_at``, the writer's clock just before its commit). A restarted
     job reads its backlog first, so this is when alerts flow again for what is happening now, and whether
     the backlog starves it; ``count`` 0 when the stream had ended by the restart.
 
+    Each query of the job (``query_of`` a detector) catches up on its own: ``first_s`` is the slowest
+    query's first such alert (alerts flow again when every query's do), ``first_by_query`` each one's.
+
     ``behind_s``, with ``stopped_at`` (the kill or the stop) and new transactions after it: how far behind
-    the job already was then, i.e. how long before it the newest transaction entered Kafka whose alert
-    had been written by then. A job that was a minute behind cannot alert on a new transaction sooner
-    than a minute after a restart, however fast it takes over. (Once the stream has ended the newest
-    alert only says when the traffic stopped: none then.)"""
-    written_ingested = [(parse_event_time(a["detected_at"]).timestamp(), parse_event_time(a["ingested_at"]).timestamp())
-                        for a in alerts if a.get("ingested_at") and a.get("detected_at")]
-    behind = {}
-    if stopped_at is not None:
-        before = [ingested for written, ingested in written_ingested if written <= stopped_at]
-        behind = {"behind_s": round(stopped_at - max(before), 1)} if before else {}
-    new = [(written, ingested) for written, ingested in written_ingested
-           if restarted_at <= ingested < restarted_at + window_s]
+    the slowest query already was then, i.e. how long before it the newest transaction entered Kafka whose
+    alert that query had written by then. A query that was a minute behind cannot alert on a new
+    transaction sooner than a minute after a restart, however fast the job takes over. (Once the stream has
+    ended the newest alert only says when the traffic stopped: none then.)"""
+    by_query: dict[str, list[tuple[float, float]]] = {}
+    for a in alerts:
+        if a.get("ingested_at") and a.get("detected_at"):
+            by_query.setdefault(query_of(a.get("detector", "")), []).append(
+                (parse_event_time(a["detected_at"]).timestamp(), parse_event_time(a["ingested_at"]).timestamp()))
+    new = {q: [(w, i) for w, i in rows if restarted_at <= i < restarted_at + window_s] for q, rows in by_query.items()}
+    new = {q: rows for q, rows in new.items() if rows}
     if not new:
         return {"count": 0}
-    latencies = sorted(written - ingested for written, ingested in new)
-    return {"count": len(new), "first_s": round(min(written for written, _ in new) - restarted_at, 1),
-            "latency_p50_s": round(latencies[len(latencies) // 2], 1), "latency_max_s": round(latencies[-1], 1),
-            **behind}
+    first = {q: round(min(w for w, _ in rows) - restarted_at, 1) for q, rows in sorted(new.items())}
+    latencies = sorted(w - i for rows in new.values() for w, i in rows)
+    figures = {"count": len(latencies), "first_s": max(first.values()),
+               "latency_p50_s": round(latencies[len(latencies) // 2], 1), "latency_max_s": round(latencies[-1], 1)}
+    if len(first) > 1:
+        figures["first_by_query"] = first
+    if stopped_at is not None:
+        newest = [max((i for w, i in by_query[q] if w <= stopped_at), default=None) for q in new]
+        if None not in newest:
+            figures["behind_s"] = round(stopped_at - min(newest), 1)
+    return figures
+
+
+def detector_queries(settings: Settings) -> Callable[[str], str]:
+    """A detector's query, named by its group (``FRAUD_DETECTOR_GROUPS``; a detector in none runs alone)."""
+    group_of = {detector: group for group, members in parse_groups(settings.detector_groups) for detector in members}
+    return lambda detector: group_of.get(detector, detector)
 
 
 def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str, str]:
@@ -207,7 +225,10 @@ def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str, str]:
     if not new_alerts["count"]:
         return "", "none (the stream had ended)", ""
     behind = f"{new_alerts['behind_s']:.1f}" if "behind_s" in new_alerts else ""
-    return (behind, f"{new_alerts['first_s']:.1f}",
+    first = f"{new_alerts['first_s']:.1f}"
+    if "first_by_query" in new_alerts:
+        first += " (" + ", ".join(f"{q} {s:.1f}" for q, s in new_alerts["first_by_query"].items()) + ")"
+    return (behind, first,
             f"{new_alerts['latency_p50_s']:.1f} / {new_alerts['latency_max_s']:.1f} ({new_alerts['count']:,} alerts)")
 
 
@@ -537,10 +558,12 @@ class ChaosRun:
             return [r for r in _json_objects(read_topic(s, topic, timeout=300)) if mine(r)]
 
         alerts = read(s.topic_alerts)
+        query_of = detector_queries(s)
         for fault in self.records:
             if fault.restarted_at is not None:
                 fault.new_alerts = alerts_after_restart(alerts, fault.restarted_at,
-                                                        stopped_at=fault.restarted_at - fault.down_s)
+                                                        stopped_at=fault.restarted_at - fault.down_s,
+                                                        query_of=query_of)
         counts = Counter(a["alert_id"] for a in alerts)
         present = set(counts)
         tails = {"enriched": _TopicTail(s, s.topic_alerts_enriched), "cases": _TopicTail(s, s.topic_cases)}

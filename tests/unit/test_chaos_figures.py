@@ -6,15 +6,16 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from common.contracts import format_event_time
-from tests.e2e.chaos import alerts_after_restart, new_alerts_cells
+from common.settings import Settings
+from tests.e2e.chaos import alerts_after_restart, detector_queries, new_alerts_cells
 
 pytestmark = pytest.mark.unit
 
 RESTART = datetime(2026, 11, 27, 8, 0, 0, tzinfo=timezone.utc)
 
 
-def alert(ingested_after_s: float, written_after_s: float) -> dict:
-    return {"ingested_at": format_event_time(RESTART + timedelta(seconds=ingested_after_s)),
+def alert(ingested_after_s: float, written_after_s: float, detector: str = "double_swipe") -> dict:
+    return {"detector": detector, "ingested_at": format_event_time(RESTART + timedelta(seconds=ingested_after_s)),
             "detected_at": format_event_time(RESTART + timedelta(seconds=written_after_s))}
 
 
@@ -72,3 +73,17 @@ def test_a_forgotten_card_leaves_nothing_in_the_table_but_a_later_case():
     forgotten = case("A", "closed", 2, "08:00:01", "no alert for the card within 7 days of event time")
     again = case("B", "open", 1, "08:00:02")
     assert cases_in_table([forgotten, again], [case("A", "open", 1, "08:00:01"), forgotten, again]) == {"B"}
+
+
+def test_alerts_flow_again_when_every_query_s_do_and_the_slowest_query_says_how_far_behind():
+    query_of = detector_queries(Settings(detector_groups="rules=double_swipe,velocity;ml=ml_score"))
+    alerts = [alert(-90, -60, "velocity"), alert(-20, -2, "ml_score"),   # at the kill: rules 89.5 s behind, ml 19.5
+              alert(-50, 30, "double_swipe"),                            # the rules query's backlog
+              alert(1, 12, "ml_score"), alert(2, 75, "velocity"), alert(3, 80, "double_swipe")]
+    figures = alerts_after_restart(alerts, RESTART.timestamp(), stopped_at=RESTART.timestamp() - 0.5,
+                                   query_of=query_of)
+    assert figures["first_s"] == 75.0 and figures["first_by_query"] == {"ml": 12.0, "rules": 75.0}
+    assert figures["behind_s"] == 89.5
+    assert new_alerts_cells(figures)[:2] == ("89.5", "75.0 (ml 12.0, rules 75.0)")
+    # one query: as before
+    assert alerts_after_restart(alerts, RESTART.timestamp(), stopped_at=RESTART.timestamp() - 0.5)["first_s"] == 12.0
