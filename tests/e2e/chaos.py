@@ -110,6 +110,13 @@ def _traffic(count: int, customers: int) -> Traffic:
                    jitter_seconds=0.0, scenarios=("amount_spike=0.01", "impossible_travel=0.002"))
 
 
+def at_rate(plan: ChaosPlan, rate: float) -> ChaosPlan:
+    """``plan`` with its transactions paced at ``rate`` a second: the same count and faults over a longer
+    stream, so that the detector job is killed while it keeps up (``make chaos RATE=250``)."""
+    traffic = dataclasses.replace(plan.traffic, rate=rate, duration=plan.traffic.transactions / rate)
+    return dataclasses.replace(plan, name=f"{plan.name}-{rate:g}", traffic=traffic)
+
+
 PLANS = {
     # make chaos: 205,000 transactions at 1,000/s (issue 11: >= 200,000); the detector job killed 5 times,
     # Redis SIGKILLed twice (away 30 s; its data lost), everything else once. The detector job as it is
