@@ -136,6 +136,11 @@ PLANS = {
 }
 
 
+def plan_named(name: str) -> ChaosPlan:
+    """A plan by its name: one of ``PLANS``, or ``full-250`` for ``full`` at 250 a second (``at_rate``)."""
+    base, _, rate = name.partition("-")
+    return at_rate(PLANS[base], float(rate)) if rate else PLANS[base]
+
 @dataclass
 class FaultRecord:
     fault: str

@@ -70,9 +70,9 @@ def test_every_alert_is_enriched_and_in_exactly_one_case(chaos):
 
 
 def test_every_component_recovered_after_each_fault(chaos):
-    from tests.e2e.chaos import PLANS
+    from tests.e2e.chaos import plan_named
 
-    assert [f.fault for f in chaos.faults] == list(PLANS[chaos.plan].faults)
+    assert [f.fault for f in chaos.faults] == list(plan_named(chaos.plan).faults)
     assert [(f.fault, f.note) for f in chaos.faults if f.recovery_s is None] == []
     assert chaos.unexpected_deaths == []
 
@@ -80,10 +80,10 @@ def test_every_component_recovered_after_each_fault(chaos):
 def test_the_standby_takes_over_from_each_killed_detector_job(chaos):
     """With a standby, the job that runs the queries after a kill is the one that stood by, not the killed
     one restarted (spark_job.leadership)."""
-    from tests.e2e.chaos import PLANS
+    from tests.e2e.chaos import plan_named
 
     kills = [f for f in chaos.faults if f.fault == "detectors"]
-    if not PLANS[chaos.plan].standby or not kills:
+    if not plan_named(chaos.plan).standby or not kills:
         pytest.skip(f"the {chaos.plan} plan kills no detector job with a standby")
     assert [f.leaders[0] != f.leaders[1] for f in kills] == [True] * len(kills), [f.leaders for f in kills]
 
@@ -109,6 +109,6 @@ def test_redis_holds_the_cases_of_the_topic(chaos):
 def chaos_transactions(plan: str) -> int:
     """Every transaction of the plan's fixed count, however long publishing took (the full plan: issue
     11's at least 200,000), at whatever rate (``full-250`` is ``full``'s count)."""
-    from tests.e2e.chaos import PLANS
+    from tests.e2e.chaos import plan_named
 
-    return PLANS[plan.split("-")[0]].traffic.count
+    return plan_named(plan).traffic.count
