@@ -141,6 +141,7 @@ def plan_named(name: str) -> ChaosPlan:
     base, _, rate = name.partition("-")
     return at_rate(PLANS[base], float(rate)) if rate else PLANS[base]
 
+
 @dataclass
 class FaultRecord:
     fault: str

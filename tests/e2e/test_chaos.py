@@ -42,9 +42,12 @@ def chaos(e2e_target, settings, tmp_path_factory):
     rate = os.environ.get("FRAUD_CHAOS_RATE", "")
     if rate:
         try:
-            plan = at_rate(plan, float(rate))
+            per_second = float(rate)
         except ValueError:
-            pytest.fail(f"FRAUD_CHAOS_RATE={rate!r}: transactions a second, a number", pytrace=False)
+            per_second = 0.0
+        if not per_second > 0:
+            pytest.fail(f"FRAUD_CHAOS_RATE={rate!r}: transactions a second, a number above 0", pytrace=False)
+        plan = at_rate(plan, per_second)
     result = run_chaos(plan, settings, tmp_path_factory.mktemp("chaos"), _say)
     folder = ARTIFACTS / plan.name
     folder.mkdir(parents=True, exist_ok=True)
