@@ -96,7 +96,8 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
             published = 0
         read = _drain(queries, published, drain_s)
         log.info("warmed up: %d sample transactions through %s in %.1f s", published,
-                 ", ".join(f"{name} ({rows} read)" for name, rows in read.items()), time.monotonic() - started)
+                 ", ".join(f"{q.name} ({read[q.name]} read, {_batches_text(q)})" for q in queries),
+                 time.monotonic() - started)
         return read
     finally:
         for query in queries:
@@ -143,6 +144,20 @@ def _drain(queries, published: int, drain_s: float) -> dict[str, int]:
     while time.monotonic() < deadline and any(q.isActive and read(q) < published for q in queries):
         time.sleep(0.2)
     return {q.name: read(q) for q in queries}
+
+
+def _batches_text(query) -> str:
+    """How many batches a rehearsal query ran and how long its last ones took: whether the live batches
+    start where the rehearsal left off (a JIT still compiling) or slower (something else)."""
+    try:
+        progress = [json.loads(update.json) for update in query.recentProgress]
+    except Exception:  # noqa: BLE001 - a rehearsal never keeps the job from starting
+        return "batches unknown"
+    durations = [(p.get("durationMs") or {}).get("triggerExecution") for p in progress]
+    durations = [d for d in durations if d is not None]
+    if not durations:
+        return "no batch"
+    return f"{progress[-1].get('batchId', 0) + 1} batches, the last {', '.join(map(str, durations[-5:]))} ms"
 
 
 def _stop(query) -> None:
