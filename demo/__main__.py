@@ -39,9 +39,10 @@ DEFAULT_DURATION_S = 120
 CUSTOMERS_PER_RATE = 10
 MIN_CUSTOMERS = 200
 # The detector job rehearses its queries on throw-away topics with sample transactions for this long
-# before the traffic (spark_job/warmup.py), so the first live batches run warm code
-# (docs/performance.md, "A warm job"). Not the job's own default: a restart should not wait.
-DEFAULT_WARMUP_S = 30.0
+# before the traffic (spark_job/warmup.py), long enough for the JIT to have compiled the batches' code
+# when the first live batches run (docs/performance.md, "A warm job").
+# Not the job's own default: a restart should not wait.
+DEFAULT_WARMUP_S = 60.0
 REFRESH_S = 1.0           # how often the live view (a terminal) is redrawn and the drain checked
 PLAIN_LINE_EVERY_S = 10.0  # without a terminal (or with --no-live): one line of figures this often
 

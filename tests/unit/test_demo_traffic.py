@@ -66,4 +66,4 @@ def test_the_demos_world_grows_with_its_rate_so_a_simulated_day_takes_as_long_at
 def test_the_demo_warms_its_detector_job_up_unless_told_not_to():
     from demo.__main__ import parse_args
 
-    assert parse_args([]).warmup == 30 and parse_args(["--warmup", "0"]).warmup == 0
+    assert parse_args([]).warmup == 60 and parse_args(["--warmup", "0"]).warmup == 0
