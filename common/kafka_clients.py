@@ -15,7 +15,8 @@ import asyncio
 import contextlib
 import os
 import ssl
-from typing import Any, Iterator
+import time
+from typing import Any, Callable, Iterator
 
 from common.settings import Settings
 
@@ -98,6 +99,10 @@ class KafkaAuthenticationError(KafkaConnectError):
     """The broker refused the SASL login (wrong user name, password or mechanism)."""
 
 
+class KafkaUnreachableError(KafkaConnectError):
+    """No broker answered at all (refused, no answer in time): a stopped broker, or a wrong address."""
+
+
 def describe_endpoint(settings: Settings, hostport: str | None = None) -> str:
     return f"{settings.kafka_security_protocol}://{hostport or settings.kafka_bootstrap}"
 
@@ -143,7 +148,7 @@ async def _probe(settings: Settings, hostport: str, timeout: float) -> KafkaConn
             f"TLS handshake with {endpoint} failed: {error}. Check FRAUD_KAFKA_SSL_CAFILE (the CA that "
             f"signed the broker's certificate) and FRAUD_KAFKA_SSL_CHECK_HOSTNAME.")
     except (OSError, asyncio.TimeoutError, aio_errors.KafkaError) as error:
-        return KafkaConnectError(
+        return KafkaUnreachableError(
             f"no Kafka broker answered on {endpoint} ({_why_not(error, timeout)}): `make up` starts the "
             f"local stack (python -m deploy status shows it); else check FRAUD_KAFKA_BOOTSTRAP and that "
             f"FRAUD_KAFKA_SECURITY_PROTOCOL={protocol} is what its listener speaks.")
@@ -158,6 +163,29 @@ def _why_not(error: BaseException, timeout: float) -> str:
     if isinstance(error, OSError) and error.errno:
         return os.strerror(error.errno)
     return str(error) or type(error).__name__
+
+
+def wait_for_kafka(settings: Settings, stopped: Callable[[], bool] = lambda: False, say: Callable[[str], None] = print,
+                   every_s: float = 30.0, probe_timeout: float = 5.0) -> bool:
+    """Return once a bootstrap server answers (True), or when ``stopped`` (False), saying every ``every_s``
+    that it waits. For a process that has nothing to do until it reaches the broker (a standby detector job
+    started during a broker outage). Only an unreachable broker is waited for: a refused login or a failed
+    TLS handshake is raised at once, since waiting does not mend it."""
+    waited_since = time.monotonic()
+    said_at = None
+    while True:
+        try:
+            check_kafka_connection(settings, timeout=probe_timeout)
+            if said_at is not None:
+                say(f"the Kafka broker answers again after {time.monotonic() - waited_since:.0f} s")
+            return True
+        except KafkaUnreachableError as error:
+            if said_at is None or time.monotonic() - said_at >= every_s:
+                say(f"waiting for the Kafka broker ({time.monotonic() - waited_since:.0f} s so far): {error}")
+                said_at = time.monotonic()
+        if stopped():
+            return False
+        time.sleep(1.0)
 
 
 @contextlib.contextmanager

@@ -121,6 +121,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from common.spark import get_spark
     from common.settings import get_settings
     from detectors import registry
+    from common.kafka_clients import wait_for_kafka
     from spark_job.leadership import Leadership
     from spark_job.warmup import warm_up
     from spark_job.live_params import ParamsFollower, RedisParams, applied_entry
@@ -136,6 +137,9 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
     if not leadership.try_lead():
         leadership.stand_back()
+        # A standby started while the broker is away waits for it rather than exit: it has nothing to do
+        # before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision).
+        wait_for_kafka(settings, say=log.warning)
     spark = get_spark("fraud-detectors", settings)
     stopping = {"now": False}
 

@@ -111,7 +111,7 @@ def test_redis_holds_the_cases_of_the_topic(chaos):
 
 def chaos_transactions(plan: str) -> int:
     """Every transaction of the plan's fixed count, however long publishing took (the full plan: issue
-    11's at least 200,000), at whatever rate (``full-250`` is ``full``'s count)."""
+    11's at least 200,000), at whatever rate (``full-1000`` is ``full``'s count)."""
     from tests.e2e.chaos import plan_named
 
     return plan_named(plan).traffic.count

@@ -1,4 +1,8 @@
+import threading
+
+from common.kafka_clients import wait_for_kafka
 from common.kafka_io import make_producer, read_topic
+from common.waiting import wait_until
 
 
 def test_a_private_broker_survives_a_restart_with_its_data(private_broker):
@@ -9,3 +13,21 @@ def test_a_private_broker_survives_a_restart_with_its_data(private_broker):
     private_broker.broker.stop()
     private_broker.broker.up()
     assert [r.value for r in read_topic(s, s.topic_transactions)] == [b"one"]
+
+
+def test_waiting_for_a_stopped_broker_ends_when_it_is_back(private_broker):
+    """What a standby detector job started during a broker outage does (spark_job.job.run)."""
+    s = private_broker.settings
+    private_broker.broker.stop()
+    said: list[str] = []
+    result: dict[str, bool] = {}
+    waiter = threading.Thread(target=lambda: result.update(back=wait_for_kafka(s, say=said.append, probe_timeout=1)))
+    waiter.start()
+    try:
+        wait_until(lambda: said, 30, "the wait to say it waits")
+        assert said[0].startswith("waiting for the Kafka broker") and "no Kafka broker answered" in said[0]
+        assert waiter.is_alive()
+    finally:
+        private_broker.broker.up()
+    wait_until(lambda: not waiter.is_alive(), 60, "the wait to end once the broker is back")
+    assert result == {"back": True} and said[-1].startswith("the Kafka broker answers again after")

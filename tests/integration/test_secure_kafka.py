@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from common.contracts import alert_id
-from common.kafka_clients import (KafkaAuthenticationError, KafkaConnectError, check_kafka_connection,
-                                  faust_broker_options)
+from common.kafka_clients import (KafkaAuthenticationError, KafkaConnectError, KafkaUnreachableError,
+                                  check_kafka_connection, faust_broker_options, wait_for_kafka)
 from common.kafka_io import json_values, make_producer, read_topic
 from common.waiting import wait_until
 from common.kafka_admin import TopicSpec, create_topics
@@ -177,6 +177,8 @@ def test_a_wrong_password_is_refused_with_a_clear_error(secure_broker):
                        match=rf"authentication failed for user '{wrong.kafka_sasl_username}' on {endpoint} "
                              r"\(SCRAM-SHA-512\): .*invalid credentials.*FRAUD_KAFKA_SASL_PASSWORD"):
         make_producer(wrong, bootstrap_timeout_ms=2000)
+    with pytest.raises(KafkaAuthenticationError):       # a standby does not wait for what waiting cannot mend
+        wait_for_kafka(wrong)
 
 
 def test_a_client_that_does_not_trust_the_ca_is_refused_with_a_clear_error(secure_broker):
@@ -184,6 +186,9 @@ def test_a_client_that_does_not_trust_the_ca_is_refused_with_a_clear_error(secur
     with pytest.raises(KafkaConnectError, match=r"TLS handshake with SASL_SSL://.* failed: .*certificate verify "
                                                 r"failed.*FRAUD_KAFKA_SSL_CAFILE"):
         check_kafka_connection(untrusted)
+    with pytest.raises(KafkaConnectError) as refused:
+        wait_for_kafka(untrusted)
+    assert not isinstance(refused.value, KafkaUnreachableError)
 
 
 def test_the_enricher_and_case_manager_run_as_their_own_users(secure_broker, unique, tmp_path):
