@@ -122,9 +122,8 @@ PLANS = {
     # keeps up with them and the flood on 2 cores, so each kill lands in a stream it is not already behind
     # (docs/chaos.md: at 500 and 1,000/s its rules query is 30-72 s behind after the flood, before any
     # kill). The detector job killed 5 times, Redis SIGKILLed twice (away 30 s; its data lost), everything
-    # else once. The detector job as it is
-    # meant to run for real time: rehearsed, with a warm standby (a cold restart's first minute is the
-    # backlog's, docs/chaos.md).
+    # else once. The detector job as it is meant to run for real time: rehearsed, with a warm standby (a
+    # cold restart's first minute is the backlog's, docs/chaos.md).
     "full": ChaosPlan("full", _traffic(205_000, 10_000, rate=250),
                       ("detectors", "garbage", "enricher", "detectors", "broker", "detectors", "cases",
                        "detectors", "redis_outage", "detectors", "redis_kill"), garbage=20_000,
