@@ -165,12 +165,14 @@ def _why_not(error: BaseException, timeout: float) -> str:
     return str(error) or type(error).__name__
 
 
-def wait_for_kafka(settings: Settings, stopped: Callable[[], bool] = lambda: False, say: Callable[[str], None] = print,
-                   every_s: float = 30.0, probe_timeout: float = 5.0) -> bool:
-    """Return once a bootstrap server answers (True), or when ``stopped`` (False), saying every ``every_s``
-    that it waits. For a process that has nothing to do until it reaches the broker (a standby detector job
-    started during a broker outage). Only an unreachable broker is waited for: a refused login or a failed
-    TLS handshake is raised at once, since waiting does not mend it."""
+WAIT_SAY_EVERY_S = 30.0    # how often wait_for_kafka says it still waits
+
+
+def wait_for_kafka(settings: Settings, say: Callable[[str], None] = print, probe_timeout: float = 5.0) -> None:
+    """Return once a bootstrap server answers, saying every ``WAIT_SAY_EVERY_S`` that it waits. For a process
+    that has nothing to do until it reaches the broker (a standby detector job started during a broker
+    outage). Only an unreachable broker is waited for: a refused login or a failed TLS handshake is raised
+    at once, since waiting does not mend it."""
     waited_since = time.monotonic()
     said_at = None
     while True:
@@ -178,13 +180,11 @@ def wait_for_kafka(settings: Settings, stopped: Callable[[], bool] = lambda: Fal
             check_kafka_connection(settings, timeout=probe_timeout)
             if said_at is not None:
                 say(f"the Kafka broker answers again after {time.monotonic() - waited_since:.0f} s")
-            return True
+            return
         except KafkaUnreachableError as error:
-            if said_at is None or time.monotonic() - said_at >= every_s:
+            if said_at is None or time.monotonic() - said_at >= WAIT_SAY_EVERY_S:
                 say(f"waiting for the Kafka broker ({time.monotonic() - waited_since:.0f} s so far): {error}")
                 said_at = time.monotonic()
-        if stopped():
-            return False
         time.sleep(1.0)
 
 

@@ -14,7 +14,12 @@ def test_a_private_broker_survives_a_restart_with_its_data_and_a_wait_for_it_end
     private_broker.broker.stop()
     said: list[str] = []
     result: dict[str, bool] = {}
-    waiter = threading.Thread(target=lambda: result.update(back=wait_for_kafka(s, say=said.append, probe_timeout=1)))
+
+    def wait() -> None:
+        wait_for_kafka(s, say=said.append, probe_timeout=1)
+        result["back"] = True                      # it returned, rather than raised
+
+    waiter = threading.Thread(target=wait)
     waiter.start()
     try:
         wait_until(lambda: said, 30, "the wait to say it waits")
