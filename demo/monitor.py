@@ -16,8 +16,9 @@ import json
 import threading
 import time
 from collections import Counter, deque
+from datetime import datetime, timezone
 
-from common.contracts import parse_event_time
+from common.contracts import ContractError, decode_transaction, parse_event_time
 from common.kafka_io import make_consumer
 from common.quantiles import quantile
 from common.settings import Settings
@@ -25,6 +26,16 @@ from common.settings import Settings
 
 def _parse_time(text: str) -> float:
     return parse_event_time(text).timestamp()
+
+
+def _txn_id(record) -> str | None:
+    """The ``txn_id`` of a record the contract accepts as a transaction (as the detector job does); None
+    for anything else the topic may hold, which the job dead-letters."""
+    try:
+        return decode_transaction(record.value, key=record.key, check_key=True,
+                                  record_time=datetime.fromtimestamp(record.timestamp / 1000, timezone.utc))["txn_id"]
+    except ContractError:
+        return None
 
 
 class PipelineMonitor(threading.Thread):
@@ -78,11 +89,10 @@ class PipelineMonitor(threading.Thread):
 
     def _transactions(self, records) -> None:
         for record in records:
+            txn_id = _txn_id(record)
+            if txn_id is None:
+                continue  # a broken record: the dead-letter topic has it, and it is counted there
             self.transactions += 1
-            try:
-                txn_id = json.loads(record.value)["txn_id"]
-            except (ValueError, KeyError, TypeError):
-                continue  # a bad record: the dead-letter topic has it
             self.ingested_at[txn_id] = record.timestamp / 1000
             if not str(txn_id).startswith("tick-"):
                 at = record.timestamp / 1000
