@@ -30,6 +30,7 @@ LOCK_FILE = "leader.lock"
 STANDING_BY = "standing by"        # the log line's words a standby's log is watched for (demo.diamond)
 POLL_S = 0.05                      # how often a standby tries the lock: the takeover's delay at most
 STANDBY_NICE = 10                  # a standby's CPU weight while it rehearses: the leader's backlog goes first
+AUTOGROUP = Path("/proc/self/autogroup")
 
 
 class Leadership:
@@ -40,6 +41,7 @@ class Leadership:
         self.root = str(checkpoint_root)
         self._fd: int | None = None
         self._nice: int | None = None      # before ``stand_back``
+        self._autogroup_nice: int | None = None
 
     def try_lead(self) -> bool:
         """Take the lock if it is free; True when this process holds it (or there is no lock to take)."""
@@ -64,6 +66,14 @@ class Leadership:
             os.setpriority(os.PRIO_PROCESS, 0, max(self._nice, STANDBY_NICE))
         except OSError as error:
             log.warning("standby at normal priority: %s", error)
+        # With the kernel's autogroups (sched_autogroup_enabled) a nice value weighs only against the threads
+        # of its own session; sessions share the CPU by their autogroup's nice value. So a standby whose
+        # leader runs in another session (another terminal; the chaos suite's jobs, each in a session of its
+        # own) lowers its session's, until it leads.
+        if not _in_my_session(holder_pid(self.path) if self.path is not None else None):
+            self._autogroup_nice = autogroup_nice()
+            if self._autogroup_nice is not None:
+                _set_autogroup_nice(max(self._autogroup_nice, STANDBY_NICE))
 
     def lead(self, stopped: Callable[[], bool], poll_s: float = POLL_S) -> bool:
         """Hold the lock, standing by until it is free; False if ``stopped`` became true first. A standby that
@@ -84,6 +94,9 @@ class Leadership:
                     return False
                 time.sleep(poll_s)
             log.info("leading: took over from pid %s after %.1f s standing by", holder, time.monotonic() - began)
+        if self._autogroup_nice is not None:
+            _set_autogroup_nice(self._autogroup_nice)
+            self._autogroup_nice = None
         if self._nice is not None:
             _restore_priority(self._nice)
             self._nice = None
@@ -112,6 +125,28 @@ def _restore_priority(nice: int) -> None:
                 failed.append(f"{task.name}: {error}")
     if failed:
         log.warning("%d threads stay at a lower priority (%s)", len(failed), failed[0])
+
+
+def autogroup_nice() -> int | None:
+    """The nice value of this process's session (its autogroup); None without autogroups."""
+    try:
+        return int(AUTOGROUP.read_text().split()[-1])      # "/autogroup-25 nice 0"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _in_my_session(pid: int | None) -> bool:
+    try:
+        return pid is not None and os.getsid(pid) == os.getsid(0)
+    except OSError:                 # gone: the lock is about to be free
+        return False
+
+
+def _set_autogroup_nice(nice: int) -> None:
+    try:
+        AUTOGROUP.write_text(str(nice))    # any value >= 0 without privileges
+    except OSError as error:
+        log.warning("the standby's session stays at autogroup nice %s: %s", autogroup_nice(), error)
 
 
 def holder_pid(path: str | Path) -> int | None:
