@@ -124,7 +124,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from common.kafka_clients import wait_for_kafka
     from spark_job.leadership import Leadership
     from spark_job.warmup import warm_up
-    from spark_job.live_params import ParamsFollower, RedisParams, applied_entry
+    from spark_job.live_params import RedisParams, applied_entry, follow_params
     from detectors.params import as_data
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -135,7 +135,8 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
                              settings.detector_group_triggers)
     # The leader lock first: a job that finds it held is a standby, and its JVM inherits its lower priority.
     leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
-    if not leadership.try_lead():
+    standby = not leadership.try_lead()
+    if standby:
         leadership.stand_back()
         # A standby started while the broker is away waits for it rather than exit: it has nothing to do
         # before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision).
@@ -152,11 +153,10 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
         if server is not None:
             server.handle_error = lambda request, client_address: None
 
-    follower = ParamsFollower(settings)
+    follower, in_force = follow_params(settings, wait=standby)
     job = JobQueries(spark, detectors, settings, options)
     publish = RedisParams(settings)
     job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
-    in_force = follower.initial()
     job.apply_params(in_force)                    # before any query starts: nothing to restart
     for detector in job.detectors:
         if detector.name not in in_force:

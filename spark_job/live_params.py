@@ -30,12 +30,12 @@ log = logging.getLogger("spark_job.live_params")
 class ParamsFollower:
     """The records of the parameters topic, from its beginning: ``initial()`` once, then ``poll()``."""
 
-    def __init__(self, settings: Settings):
+    def __init__(self, settings: Settings, **consumer_config):
         from common.kafka_io import make_consumer
         from kafka import TopicPartition
 
         self.topic = settings.topic_params
-        self.consumer = make_consumer(settings, group_id=None)
+        self.consumer = make_consumer(settings, group_id=None, **consumer_config)
         partitions = self.consumer.partitions_for_topic(self.topic) or set()
         if not partitions:
             log.warning("no topic %s: parameters stay as in the code (create it: python -m deploy up)", self.topic)
@@ -73,6 +73,30 @@ class ParamsFollower:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def follow_params(settings: Settings, wait: bool, say=log.warning,
+                  **consumer_config) -> tuple[ParamsFollower, dict[str, ParamRecord]]:
+    """A ``ParamsFollower`` and the parameter sets in force. With ``wait`` (a standby, which has nothing to do
+    until it reaches the broker) a broker that is away, or goes away while they are read, is waited for
+    (``wait_for_kafka``) and they are read again: the chaos plan's broker outage once began while a
+    standby started, and it exited."""
+    from kafka.errors import KafkaError
+
+    from common.kafka_clients import KafkaConnectError, wait_for_kafka
+
+    while True:
+        follower = None
+        try:
+            follower = ParamsFollower(settings, **consumer_config)
+            return follower, follower.initial()
+        except (KafkaConnectError, KafkaError, TimeoutError) as error:
+            if follower is not None:
+                follower.close()
+            if not wait:
+                raise
+            say(f"the parameters could not be read ({str(error).splitlines()[0]}): waiting for the Kafka broker")
+            wait_for_kafka(settings, say=say)
 
 
 def applied_entry(record: ParamRecord | None, params: dict, applied_at: datetime | None = None) -> str:

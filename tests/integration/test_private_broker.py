@@ -1,32 +1,34 @@
 import threading
 
-from common.kafka_clients import wait_for_kafka
 from common.kafka_io import make_producer, read_topic
 from common.waiting import wait_until
+from spark_job.live_params import follow_params
 
 
-def test_a_private_broker_survives_a_restart_with_its_data_and_a_wait_for_it_ends_when_it_is_back(private_broker):
-    """The wait is what a standby detector job started during a broker outage does (spark_job.job.run)."""
+def test_a_private_broker_survives_a_restart_with_its_data_and_a_standby_waits_for_it(private_broker):
+    """What a standby detector job does when the broker is away as it starts, or goes away while it starts
+    (spark_job.job.run): it waits, and reads the detectors' parameters once the broker is back."""
     s = private_broker.settings
     producer = make_producer(s)
     producer.send(s.topic_transactions, key="card-a", value=b"one").get(timeout=30)
     producer.close()
     private_broker.broker.stop()
     said: list[str] = []
-    result: dict[str, bool] = {}
+    result: dict[str, object] = {}
 
-    def wait() -> None:
-        wait_for_kafka(s, say=said.append, probe_timeout=1)
-        result["back"] = True                      # it returned, rather than raised
+    def start() -> None:
+        follower, result["params"] = follow_params(s, wait=True, say=said.append, bootstrap_timeout_ms=2000)
+        follower.close()                           # it returned, rather than raised
 
-    waiter = threading.Thread(target=wait)
+    waiter = threading.Thread(target=start)
     waiter.start()
     try:
-        wait_until(lambda: said, 30, "the wait to say it waits")
-        assert said[0].startswith("waiting for the Kafka broker") and "no Kafka broker answered" in said[0]
+        wait_until(lambda: len(said) >= 2, 60, "the standby to say it waits")
+        assert said[0].startswith("the parameters could not be read (no Kafka broker answered")
+        assert said[1].startswith("waiting for the Kafka broker") and "no Kafka broker answered" in said[1]
         assert waiter.is_alive()
     finally:
         private_broker.broker.up()
     wait_until(lambda: not waiter.is_alive(), 60, "the wait to end once the broker is back")
-    assert result == {"back": True} and said[-1].startswith("the Kafka broker answers again after")
+    assert result == {"params": {}} and said[-1].startswith("the Kafka broker answers again after")
     assert [r.value for r in read_topic(s, s.topic_transactions)] == [b"one"]
