@@ -325,9 +325,12 @@ class ExactlyOnceWriter:
         self.last = marker
         self.stats["batches_written"] += 1
         self.stats["records_written"] += count
-        self.recent_phases.append({**({} if run_ms is None else {"run_ms": run_ms}),
-                                   "fetch_send_ms": (sent - started) * 1000,
-                                   "commit_ms": (time.perf_counter() - sent) * 1000})
+        phases = {**({} if run_ms is None else {"run_ms": run_ms}), "fetch_send_ms": (sent - started) * 1000,
+                  "commit_ms": (time.perf_counter() - sent) * 1000}
+        self.recent_phases.append(phases)
+        if sum(phases.values()) > SLOW_BATCH_MS:
+            log.info("writer %s batch %d: %d records, %s", self.writer_id, batch_id, count,
+                     ", ".join(f"{name[:-3]} {ms:.0f} ms" for name, ms in phases.items()))
         if type(self).after_commit is not None:
             type(self).after_commit(self, batch_id)
         self._publish_stats()
@@ -345,6 +348,7 @@ class ExactlyOnceWriter:
 
 
 RECENT_PHASES = 50
+SLOW_BATCH_MS = 2000       # a batch that took longer says where its time went (the job's log)
 
 
 def phase_medians(recent: Iterable[dict[str, float]]) -> dict[str, float]:
