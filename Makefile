@@ -52,8 +52,8 @@ test-slow: fetch ## minutes-long runs left out of make test (detector recall on 
 e2e: fetch ## end-to-end tests against the local stack (tests/e2e, FRAUD_E2E_TARGET=local)
 	FRAUD_E2E_TARGET=local $(PYTEST) -m e2e tests
 .PHONY: chaos
-chaos: fetch ## the full chaos suite: 205,000 transactions at 250/s while every component fails in turn -> artifacts/chaos/full/ (RATE=1000: paced at 1,000/s -> full-1000/)
-	FRAUD_E2E_TARGET=local FRAUD_CHAOS_PLAN=full $(if $(RATE),FRAUD_CHAOS_RATE=$(RATE)) $(PYTEST) -s tests/e2e/test_chaos.py
+chaos: fetch ## the full chaos suite: 205,000 transactions at 250/s while every component fails in turn -> artifacts/chaos/full/ (RATE=1000: paced at 1,000/s -> full-1000/; PLAN=flood: a kill inside the flood of broken records)
+	FRAUD_E2E_TARGET=local FRAUD_CHAOS_PLAN=$(or $(PLAN),full) $(if $(RATE),FRAUD_CHAOS_RATE=$(RATE)) $(PYTEST) -s tests/e2e/test_chaos.py
 
 # --- the local cluster (docs/cluster.md) -------------------------------------------------------
 .PHONY: cluster-up cluster-down e2e-cluster

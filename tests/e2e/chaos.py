@@ -128,6 +128,11 @@ PLANS = {
                       ("detectors", "garbage", "enricher", "detectors", "broker", "detectors", "cases",
                        "detectors", "redis_outage", "detectors", "redis_kill"), garbage=20_000,
                       standby=True, warmup_s=30.0),
+    # make chaos PLAN=flood: the worst moment for a kill. The detector job is killed right after the flood of
+    # broken records, inside the batch that holds it, which the standby must run again as planned before
+    # any new transaction (a fault's point counts the flood's records: the kill's point has passed by then).
+    "flood": ChaosPlan("flood", _traffic(40_000, 10_000, rate=250), ("garbage", "detectors"), garbage=20_000,
+                       standby=True, warmup_s=30.0),
     # make test: a short stream, every fault once except the broker restart and the 30 s Redis outage
     # (the full plan has them), and the four rule detectors without ml_score (the heaviest query and
     # backtest): on 2 cores each recovery of the Spark job takes 1-2 minutes, and make test must stay short.
