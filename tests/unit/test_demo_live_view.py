@@ -67,6 +67,7 @@ def test_the_monitor_counts_transactions_and_passes_over_whatever_else_the_topic
     """A flood of broken records (the chaos plan's) stopped the monitor's thread at a ``txn_id`` that was a
     list, and the report then counted 4,759 of 29,973 transactions."""
     import random
+
     from common.settings import get_settings
     from demo.monitor import PipelineMonitor
     from tests.e2e.chaos import garbage_records
