@@ -41,7 +41,8 @@ settings: venv ## list every setting and its environment variable
 	$(PY) -m deploy settings
 
 .PHONY: test test-unit test-integration test-slow e2e
-test: fetch ## the whole test suite (starts the local stack itself)
+test: fetch ## the whole test suite (starts the local stack itself; installs Debian's chromium for the browser checks when root)
+	$(PY) -m deploy browser
 	$(PYTEST) tests
 test-unit: venv ## unit tests only: no services, seconds
 	$(PYTEST) -m unit tests

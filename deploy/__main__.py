@@ -1,4 +1,5 @@
-"""``python -m deploy up|down|status|settings|wipe``: manage the embedded local stack;
+"""``python -m deploy up|down|status|settings|wipe``: manage the embedded local stack (``browser``: Chromium
+for the tests);
 ``cluster-up|cluster-down|cluster-status|cluster-env|cluster-submit|cluster-wipe``: the local cluster
 (docs/cluster.md)."""
 
@@ -9,7 +10,7 @@ import sys
 
 from common.cli_errors import ArgumentParser, fail, run_command
 from common.settings import get_settings
-from deploy import class_archive, cluster, local_stack
+from deploy import browser, class_archive, cluster, local_stack
 
 PROG = "python -m deploy"
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("wipe", help="stop the stack and delete its data (keeps downloads)")
     sub.add_parser("fetch", help="download the broker and the Spark connector jars, build the job's jar (spark_job/jvm)")
     sub.add_parser("settings", help="list every setting with its environment variable")
+    sub.add_parser("browser", help="install Debian's chromium for the dashboard's browser checks, if missing (root)")
     sub.add_parser("cluster-up", help="start the local cluster: Redis, three KRaft brokers (topics with replication 3, "
                                       "min.insync.replicas 2), a Spark standalone master and two workers; builds the "
                                       "executors' Python environment first, once (docs/cluster.md)")
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             print("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in cluster.cluster_env(settings).items()))
         elif args.command == "cluster-submit":
             cluster.submit(settings, args.job_args)
+        elif args.command == "browser":
+            browser.ensure_chromium()
         elif args.command == "settings":
             for env, value, _name in settings.describe():
                 print(f"{env:40s} {value}")

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import parse_qs, urlparse
 
+from deploy.browser import CHROMIUM
 from services.dashboard.page import PAGE
 
-CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--virtual-time-budget=5000", "--dump-dom"]
-NO_CHROMIUM = f"{CHROMIUM} is absent: the page is not checked in a browser here"
+NO_CHROMIUM = f"{CHROMIUM} is absent: the page is not checked in a browser here (make test installs it as root)"
 
 
 @contextmanager

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -372,16 +371,13 @@ def _end_offset_total(settings, topic: str) -> int:
 
 @pytest.fixture(scope="session")
 def chromium() -> str:
-    """Debian's chromium; installed with apt-get when missing (needs root), else the test skips."""
-    path = shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(path).exists():
-        if os.geteuid() != 0 or not shutil.which("apt-get"):
-            pytest.skip("chromium is not installed and cannot be installed here (apt-get as root)")
-        result = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True,
-                                text=True, timeout=900)
-        if result.returncode != 0 or not Path(path).exists():
-            pytest.skip(f"installing chromium failed: {result.stderr[-500:]}")
-    return path
+    """Debian's chromium (``make test`` installs it as root: ``deploy.browser``), else the test skips."""
+    from deploy.browser import CHROMIUM, ensure_chromium
+    from tests.dashboard_dom import NO_CHROMIUM
+
+    if not ensure_chromium(say=lambda line: None):
+        pytest.skip(NO_CHROMIUM)
+    return str(CHROMIUM)
 
 
 class Chromium:
