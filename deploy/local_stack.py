@@ -26,6 +26,7 @@ from common.settings import REPO_ROOT, Settings
 from common.spark import SPARK_JOB_JVM, driver_class_archive, job_jar_stamp, spark_job_sources_digest
 from common.waiting import wait_until
 from deploy import class_archive
+from deploy.debian import NotInstallable, apt_install
 from deploy.private_files import write_private
 from deploy.processes import tail_file
 
@@ -122,15 +123,10 @@ def ensure_redis_server() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
-    apt = shutil.which("apt-get")
-    if apt is None or os.geteuid() != 0:
-        raise StackError("redis-server is not installed and cannot be installed automatically here: "
-                         "install Redis (Debian: sudo apt-get install redis-server) and retry.")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for cmd in ([apt, "update", "-q"], [apt, "install", "-y", "-q", "--no-install-recommends", "redis-server"]):
-        result = subprocess.run(cmd, capture_output=True, text=True, env=env, stdin=subprocess.DEVNULL)
-        if result.returncode != 0:
-            raise StackError(f"installing redis-server failed ({' '.join(cmd[1:3])}): {result.stderr[-400:]}")
+    try:
+        apt_install("redis-server")
+    except NotInstallable as error:
+        raise StackError(f"redis-server is not installed: {error}; install Redis and retry.") from None
     # Debian's package may start a system service on 6379; ours runs on its own port, so leave it be.
     found = shutil.which("redis-server")
     if found is None:
