@@ -121,7 +121,6 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     from common.spark import get_spark
     from common.settings import get_settings
     from detectors import registry
-    from common.kafka_clients import wait_for_kafka
     from spark_job.leadership import Leadership
     from spark_job.warmup import warm_up
     from spark_job.live_params import RedisParams, applied_entry, follow_params
@@ -138,9 +137,6 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     standby = not leadership.try_lead()
     if standby:
         leadership.stand_back()
-        # A standby started while the broker is away waits for it rather than exit: it has nothing to do
-        # before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision).
-        wait_for_kafka(settings, say=log.warning)
     spark = get_spark("fraud-detectors", settings)
     stopping = {"now": False}
 
@@ -153,6 +149,8 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
         if server is not None:
             server.handle_error = lambda request, client_address: None
 
+    # A standby whose broker is away, as it starts or while it does, waits for it rather than exit: it has nothing
+    # to do before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision).
     follower, in_force = follow_params(settings, wait=standby)
     job = JobQueries(spark, detectors, settings, options)
     publish = RedisParams(settings)
