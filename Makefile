@@ -100,11 +100,11 @@ train: venv ## train and compare models on simulated data, register the best, wr
 # --- downstream services ----------------------------------------------------------------------
 .PHONY: enricher cases dashboard
 enricher: up ## the Faust enricher: alerts -> alerts.enriched
-	$(PY) -m services.enricher worker -l info
+	$(PY) -m sinks.enricher worker -l info
 cases: up ## the Faust case manager: alerts.enriched -> cases (+ Redis)
-	$(PY) -m services.cases worker -l info
+	$(PY) -m sinks.cases worker -l info
 dashboard: up ## the live dashboard on http://127.0.0.1:8765/
-	$(PY) -m services.dashboard
+	$(PY) -m sinks.dashboard
 
 # --- benchmarks -------------------------------------------------------------------------------
 .PHONY: bench bench-quick bench-producer

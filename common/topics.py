@@ -23,6 +23,6 @@ def project_topics(settings: Settings) -> list[TopicSpec]:
         # set of each; the history topic keeps every change (never deleted) for `params history`.
         TopicSpec(s.topic_params, 1, {"cleanup.policy": "compact"}),
         TopicSpec(s.topic_params_history, 1, {"cleanup.policy": "delete", "retention.ms": "-1"}),
-        # One verdict per case (services/dashboard/verdicts.py): compaction keeps a case's latest.
+        # One verdict per case (sinks/dashboard/verdicts.py): compaction keeps a case's latest.
         TopicSpec(s.topic_verdicts, s.partitions_alerts, {"cleanup.policy": "compact"}),
     ]

@@ -24,7 +24,7 @@ VERDICT_SCENARIO = "verdict"
 
 
 def verdict_record(case: dict, verdict: str, decided_at: str) -> dict:
-    """The verdict record of ``case`` (a case as the case manager keeps it: ``services/case_logic.py``)."""
+    """The verdict record of ``case`` (a case as the case manager keeps it: ``sinks/case_logic.py``)."""
     if verdict not in VERDICTS:
         raise ContractError(f"verdict must be one of {', '.join(VERDICTS)}, got {str(verdict)[:20]!r}")
     return {"case_id": case["case_id"], "card_id": case["card_id"], "verdict": verdict,

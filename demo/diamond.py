@@ -193,9 +193,9 @@ class LocalDiamond:
     def start_services(self) -> None:
         for name in DETECTOR_JOBS if STANDBY in self.services else (DETECTORS,):
             self.group.start(name, ["-m", "detectors", "run", *self.detectors], self.env)
-        self.group.start("enricher", ["-m", "services.enricher", "worker", "--without-web", "-l", "warn"], self.env)
-        self.group.start("cases", ["-m", "services.cases", "worker", "--without-web", "-l", "warn"], self.env)
-        self.group.start("dashboard", ["-m", "services.dashboard"], self.env)
+        self.group.start("enricher", ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
+        self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)
+        self.group.start("dashboard", ["-m", "sinks.dashboard"], self.env)
 
     def run_to_end(self, name: str, args: list[str], timeout: float = 900,
                    relay: Callable[[str], bool] | None = None) -> None:

@@ -1,7 +1,7 @@
 """Command line of the detectors (docs/architecture.md, "Entry points").
 
     python -m detectors list
-    python -m detectors run [NAME ...] [runner options]
+    python -m detectors run [NAME ...] [runner options]    (hands over to python -m spark_job)
     python -m detectors backtest [NAME ...] --transactions FILE --labels FILE --out DIR
     python -m detectors params show|history|set|backtest NAME ...
 """
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 from common.cli_errors import UNAVAILABLE, USAGE, ArgumentParser, UserError, fail, readable_file, run_command, warn
 from common.settings import get_settings
 from detectors import params_cli, registry
-from spark_job import options
 
 PROG = "python -m detectors"
 
@@ -93,18 +93,13 @@ def ready_for_backtest(detectors: list, named: bool) -> list:
     return ready
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    for name in args.names:
-        registry.get(name)            # fail fast on a typo, before Spark starts
-    for _, members in options.parse_groups(args.groups or get_settings().detector_groups):
-        for name in members:
-            registry.get(name)        # a group naming no registered detector is a typo: say so now
-    problems = registry.problems(registry.resolve(args.names))
-    if problems:                      # e.g. ml_score without a trained model: say what to do, start nothing
-        return fail(f"{PROG} run", "; ".join(problems), USAGE)
-    from spark_job import job          # the Spark job: imported lazily so `list` works without starting it
-
-    return job.run(args.names, args) or 0
+def hand_over_to_the_job(argv: list[str]) -> int:
+    """``run``: the job is ``python -m spark_job``; the analyst's package never imports it (no package
+    cycle), so the process becomes the job, with this command's name in its messages."""
+    command = [sys.executable, "-m", "spark_job", f"--prog={PROG} run", *argv]
+    sys.stdout.flush(), sys.stderr.flush()
+    os.execv(sys.executable, command)
+    return 0   # not reached: execv replaces the process
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,10 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("names", nargs="*", metavar="NAME", help="only these (default: all)")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
 
-    run = sub.add_parser("run", help="run detectors as streaming queries on the transactions topic",
-                         description="The detector job (spark_job): one query per detector and the dead letters.")
-    run.add_argument("names", nargs="*", metavar="NAME", help="detectors to run (default: all)")
-    options.add_arguments(run)
+    sub.add_parser("run", add_help=False,
+                   help="run detectors as streaming queries (python -m spark_job; `run --help` lists its options)")
 
     back = sub.add_parser("backtest", help="score detectors on a transactions file against labels")
     back.add_argument("names", nargs="*", metavar="NAME", help="detectors to score (default: all)")
@@ -139,10 +132,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "run":
-        return cmd_run(args)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        return hand_over_to_the_job(argv[1:])
+    args = build_parser().parse_args(argv)
     if args.command == "params":
         return params_cli.run(args)
     return cmd_list(args) if args.command == "list" else cmd_backtest(args)

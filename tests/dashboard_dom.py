@@ -17,7 +17,7 @@ from typing import Iterator
 from urllib.parse import parse_qs, urlparse
 
 from deploy.browser import CHROMIUM
-from services.dashboard.page import PAGE
+from sinks.dashboard.page import PAGE
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",

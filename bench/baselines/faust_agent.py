@@ -3,7 +3,7 @@
     FRAUD_TOPIC_TRANSACTIONS=T FRAUD_TOPIC_ALERTS=A FRAUD_TOPIC_DLQ=D BENCH_FAUST_APP_ID=G \\
     BENCH_STATS=F python -m bench.baselines.faust_agent worker -l warning
 
-The app is the project's own ``services.faust_support.make_app`` (read_committed consumer, acks=all,
+The app is the project's own ``sinks.faust_support.make_app`` (read_committed consumer, acks=all,
 at-least-once: Faust commits an offset after the events before it were acknowledged and its producer
 flushed). One agent over all partitions takes events in batches (up to 2,000 or 50 ms), runs the
 same ``Detection`` as the kafka-python baseline, advances the watermark once per batch and sends
@@ -18,7 +18,7 @@ import time
 from bench.baselines.logic import Detection
 from bench.baselines.stats import StatsFile
 from common.settings import get_settings
-from services.faust_support import main as run_cli, make_app
+from sinks.faust_support import main as run_cli, make_app
 
 settings = get_settings()
 app = make_app(os.environ.get("BENCH_FAUST_APP_ID", "bench-faust"), settings,

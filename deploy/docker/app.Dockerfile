@@ -71,7 +71,7 @@ COPY common ./common
 COPY producers ./producers
 COPY detectors ./detectors
 COPY spark_job ./spark_job
-COPY services ./services
+COPY sinks ./sinks
 COPY models ./models
 COPY deploy ./deploy
 
@@ -88,7 +88,7 @@ USER 10001:10001
 # The services run in a folder of their own: Spark creates its session artifacts (artifacts/spark-*)
 # under the working directory, and the code's folder is read-only for the user.
 WORKDIR /var/lib/fraud/work
-# Each service's probe differs (python -m spark_job.health, services.health): the compose file sets it.
+# Each service's probe differs (python -m spark_job.health, sinks.health): the compose file sets it.
 # The dashboard stage has its own.
 HEALTHCHECK NONE
 # Harmless default: print every setting as the container sees it. Compose gives each service its command.
@@ -101,4 +101,4 @@ ENV FRAUD_DASHBOARD_HOST=0.0.0.0 \
 EXPOSE 8765
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('FRAUD_DASHBOARD_PORT', '8765'), timeout=4).read()"]
-CMD ["python", "-m", "services.dashboard"]
+CMD ["python", "-m", "sinks.dashboard"]

@@ -123,9 +123,9 @@ class ClusterDiamond(LocalDiamond):
     def start_services(self) -> None:
         self.group.start("detectors", ["-m", "deploy", "cluster-submit", "--", *self.detectors], self.env)
         for name in ENRICHERS:
-            self.group.start(name, ["-m", "services.enricher", "worker", "--without-web", "-l", "warn"], self.env)
-        self.group.start("cases", ["-m", "services.cases", "worker", "--without-web", "-l", "warn"], self.env)
-        self.group.start("dashboard", ["-m", "services.dashboard"], self.env)
+            self.group.start(name, ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
+        self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)
+        self.group.start("dashboard", ["-m", "sinks.dashboard"], self.env)
 
 
 class ClusterChaosRun(ChaosRun):

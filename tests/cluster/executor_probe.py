@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-DRIVER_ONLY = ("services", "deploy")    # on the driver (the repo), never shipped in the code zip
+DRIVER_ONLY = ("sinks", "deploy")    # on the driver (the repo), never shipped in the code zip
 
 
 def where(index: int) -> dict:

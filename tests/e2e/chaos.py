@@ -82,7 +82,7 @@ STANDBY_READY_S = 300.0           # a restarted standby: JVM start, rehearsal (i
 MORE_ALERTS_S = 15.0              # the detector job is killed after a few more alert records, or after this
 PROBE_EVENT_TIME = "2001-01-01T00:00:00.000Z"   # behind every watermark, inside the contract
 PRODUCER_GRACE_S = 600.0          # beyond the count's time at the plan's rate: a loaded machine publishes slower
-REDIS_AGREES_TIMEOUT_S = 120.0    # the case manager checks Redis every few seconds (services.cases.REDIS_CHECK_S)
+REDIS_AGREES_TIMEOUT_S = 120.0    # the case manager checks Redis every few seconds (sinks.cases.REDIS_CHECK_S)
 FAULTS = ("detectors", "broker", "enricher", "cases", "redis", "redis_outage", "redis_kill", "garbage")
 
 Say = Callable[[str], None]
@@ -708,7 +708,7 @@ class ChaosRun:
                                   self.backtest_env())
 
 
-FORGOTTEN_REASON = "no alert for the card within 7 days"    # services.case_logic.forget_card's reason
+FORGOTTEN_REASON = "no alert for the card within 7 days"    # sinks.case_logic.forget_card's reason
 
 
 def cases_in_table(cases: list[dict], published: list[dict]) -> set[str]:

@@ -240,7 +240,7 @@ def dashboard_summary(settings: Settings) -> dict:
 def newest_open_cases(run: DiamondRun) -> list[dict]:
     """This run's open cases the dashboard lists: the newest ``MAX_CASES``, in its order (the latest
     update first; its Redis sorted set breaks ties by case id)."""
-    from services.dashboard.summary import MAX_CASES
+    from sinks.dashboard.summary import MAX_CASES
 
     open_cases = [c for c in run.cases if c["status"] == "open"]
     return sorted(open_cases, key=lambda c: (c["updated_at"], c["case_id"]), reverse=True)[:MAX_CASES]

@@ -1,5 +1,5 @@
 """The case manager's state over simulated days and after Redis lost its data, on the real broker and
-Redis, the worker run as in production (``python -m services.cases worker``)."""
+Redis, the worker run as in production (``python -m sinks.cases worker``)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_idle_cards_are_forgotten_and_redis_is_rebuilt_after_a_loss(stack, redis
         for alert in alerts:                     # straight to the case manager's input: no enricher here
             p.producer.send(p.settings.topic_alerts_enriched, key=alert["card_id"], value=json_bytes(alert))
         p.producer.flush()
-        cases = p.service("cases", "services.cases", "worker", "-l", "info").start()
+        cases = p.service("cases", "sinks.cases", "worker", "-l", "info").start()
         ns = p.namespace
 
         def topic_cases() -> dict[str, dict]:

@@ -134,8 +134,8 @@ def test_overridable_variables_reach_the_right_places(composecheck):
     (("condition: service_healthy", "condition: service_hapy"), "condition"),
     (("    hostname: kafka", "    hostnme: kafka"), "hostnme"),
     (("      - kafka-data:/var/lib/kafka/data", "      - kafka-dta:/var/lib/kafka/data"), "kafka-dta"),
-    (("    <<: *app\n    command: [\"python\", \"-m\", \"services.enricher\"",
-      "    <<: *app\n    depends_on: [zookeeper]\n    command: [\"python\", \"-m\", \"services.enricher\""), "zookeeper"),
+    (("    <<: *app\n    command: [\"python\", \"-m\", \"sinks.enricher\"",
+      "    <<: *app\n    depends_on: [zookeeper]\n    command: [\"python\", \"-m\", \"sinks.enricher\""), "zookeeper"),
 ])
 def test_validator_rejects_a_broken_compose_file(composecheck, tmp_path, breakage, message):
     old, new = breakage

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.case_logic import apply_alert
-from services.dashboard.summary import CASES_PER_PAGE, case_page, summarize
+from sinks.case_logic import apply_alert
+from sinks.dashboard.summary import CASES_PER_PAGE, case_page, summarize
 from tests.builders import at, make_alert
 from tests.dashboard_dom import CHROMIUM, NO_CHROMIUM, dump_dom, live_figures, seconds, serve_page
 

@@ -14,11 +14,11 @@ from aiohttp import web
 
 from common.kafka_io import read_topic
 from common.redis_keys import RedisKeys
-from services.case_logic import apply_alert
-from services.dashboard.app import make_web_app
-from services.dashboard.hosts import LOOPBACK_NAMES
-from services.dashboard.verdicts import KafkaVerdicts
-from services.faust_support import redis_client
+from sinks.case_logic import apply_alert
+from sinks.dashboard.app import make_web_app
+from sinks.dashboard.hosts import LOOPBACK_NAMES
+from sinks.dashboard.verdicts import KafkaVerdicts
+from sinks.faust_support import redis_client
 from tests.browser import Browser, until
 from tests.builders import make_alert
 from tests.dashboard_dom import CHROMIUM, NO_CHROMIUM

@@ -3,9 +3,9 @@
 Each cycle: enriched alerts go in, are turned into cases, the worker is SIGKILLed right after (its
 offsets often not yet committed), more alerts arrive while it is down, and it is started again. A
 restarted worker recovers its table from the changelog and seeks to the committed offsets; before
-``KeepDeliveredFlowControl`` (services/faust_support.py) about one restart in 15 lost an alert for good
+``KeepDeliveredFlowControl`` (sinks/faust_support.py) about one restart in 15 lost an alert for good
 (dropped from a stream queue at the end of the recovery, its offset committed past). The real broker
-and Redis; the worker runs as in production (``python -m services.cases worker``). Slow (about 12 s per
+and Redis; the worker runs as in production (``python -m sinks.cases worker``). Slow (about 12 s per
 cycle, most of it the broker noticing the killed member): ``make test-slow``.
 """
 
@@ -29,7 +29,7 @@ ALERTS_PER_STEP = 12            # a few per partition
 @pytest.mark.timeout(60 + CYCLES * 90)
 def test_alerts_that_arrive_while_the_case_manager_is_down_all_become_cases(stack, redis_sync, tmp_path):
     pipeline = Pipeline(stack, tmp_path, "restarts")
-    worker = pipeline.service("cases", "services.cases", "worker", "-l", "warn").start()
+    worker = pipeline.service("cases", "sinks.cases", "worker", "-l", "warn").start()
     sent: list[str] = []
 
     def send(step: str) -> list[str]:

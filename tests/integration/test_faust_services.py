@@ -1,5 +1,5 @@
 """The downstream Faust services on the real broker and Redis, each run as its own process exactly as
-in production (``python -m services.enricher worker`` ...), on topics, consumer groups and Redis keys
+in production (``python -m sinks.enricher worker`` ...), on topics, consumer groups and Redis keys
 private to the test. The dashboard is checked in a real headless Chromium."""
 
 from __future__ import annotations
@@ -140,9 +140,9 @@ def enriched_by_id(records: list[dict]) -> dict[str, list[dict]]:
 @pytest.fixture(scope="class")
 def pipeline(stack, redis_sync, tmp_path_factory):
     p = Pipeline(stack, tmp_path_factory.mktemp("pipeline"), "p")
-    p.service("enricher", "services.enricher", "worker", "-l", "info").start()
-    p.service("cases", "services.cases", "worker", "-l", "info").start()
-    p.service("dashboard", "services.dashboard").start()
+    p.service("enricher", "sinks.enricher", "worker", "-l", "info").start()
+    p.service("cases", "sinks.cases", "worker", "-l", "info").start()
+    p.service("dashboard", "sinks.dashboard").start()
     yield p
     p.close(redis_sync)
 
@@ -290,7 +290,7 @@ def test_services_killed_mid_stream_lose_nothing_and_duplicate_only_the_batch_in
     marking it enriched (at-least-once, docs/architecture.md): at most one batch per enricher kill.
     Each card's sixth alert comes two days after its fifth, so half the cases are closed while the
     case manager is being killed (the closing path is crash-tested too)."""
-    from services import enricher
+    from sinks import enricher
 
     p = Pipeline(stack, tmp_path, "r")
     try:
@@ -304,8 +304,8 @@ def test_services_killed_mid_stream_lose_nothing_and_duplicate_only_the_batch_in
         assert len(ids) == 10_000
         output = {"enricher": p.settings.topic_alerts_enriched, "cases": p.settings.topic_cases}
         p.send_alerts(alerts[:6000])
-        services = {"enricher": p.service("enricher", "services.enricher", "worker", "-l", "info").start(),
-                    "cases": p.service("cases", "services.cases", "worker", "-l", "info").start()}
+        services = {"enricher": p.service("enricher", "sinks.enricher", "worker", "-l", "info").start(),
+                    "cases": p.service("cases", "sinks.cases", "worker", "-l", "info").start()}
 
         def output_count(victim: str) -> int:
             for service in services.values():

@@ -58,8 +58,8 @@ def test_every_service_serves_metrics_that_agree_with_the_run(stack, topics, spa
            "FRAUD_ENRICHER_METRICS_PORT": str(enricher_port), "FRAUD_CASES_METRICS_PORT": str(cases_port),
            "PYTHONUNBUFFERED": "1"}
     with ProcessGroup(tmp_path / "logs", env) as group:
-        group.start("enricher", ["-m", "services.enricher", "worker", "-l", "info"])
-        group.start("cases", ["-m", "services.cases", "worker", "-l", "info"])
+        group.start("enricher", ["-m", "sinks.enricher", "worker", "-l", "info"])
+        group.start("cases", ["-m", "sinks.cases", "worker", "-l", "info"])
         queries = start_detectors(spark, [BIG_AMOUNT], s, RunOptions(checkpoint_root=tmp_path / "ckpt", shared=True))
         try:
             expected_alerts = sum(v["amount"] >= 900 for v in values)

@@ -92,7 +92,7 @@ def test_a_faust_app_produces_over_sasl_ssl(secure_broker, unique):
     import faust
     from faust.types.auth import AuthProtocol, SASLMechanism
 
-    from services.faust_support import make_app
+    from sinks.faust_support import make_app
 
     s = as_user(with_topics(secure_broker, unique), "enricher")
     credentials = faust_broker_options(s)["broker_credentials"]
@@ -192,7 +192,7 @@ def test_a_client_that_does_not_trust_the_ca_is_refused_with_a_clear_error(secur
 
 
 def test_the_enricher_and_case_manager_run_as_their_own_users(secure_broker, unique, tmp_path):
-    """The real workers (``python -m services.enricher worker`` ...), each with its own user in its own
+    """The real workers (``python -m sinks.enricher worker`` ...), each with its own user in its own
     environment: an alert written by the detector job's user comes out as a case, so their ACLs hold
     everything a Faust worker does (its group, changelog, assignor topic)."""
     import os
@@ -211,7 +211,7 @@ def test_the_enricher_and_case_manager_run_as_their_own_users(secure_broker, uni
     redis_server.up()
     workers = []
     try:
-        for component, module in (("enricher", "services.enricher"), ("cases", "services.cases")):
+        for component, module in (("enricher", "sinks.enricher"), ("cases", "sinks.cases")):
             log = open(tmp_path / f"{component}.log", "wb")
             env = dict(os.environ, **as_user(s, component).to_env(), PYTHONUNBUFFERED="1")
             workers.append(subprocess.Popen([sys.executable, "-m", module, "worker", "-l", "info"], env=env,

@@ -14,7 +14,7 @@ from common import card_numbers as CN
 from common.card_numbers import card_numbers_in, mask_card_numbers, safe_excerpt
 from common.contracts import ID_FIELDS, ContractError, decode_transaction
 from common.pan_scan import scan_bytes
-from services import cases, enricher
+from sinks import cases, enricher
 from tests.builders import BASE_TIME, make_alert, pan_like, txn
 
 pytestmark = pytest.mark.unit

@@ -3,8 +3,8 @@
 import asyncio
 from datetime import timedelta
 
-from services.case_logic import CARD_RETENTION, forget_card, forgotten
-from services.cases import SWEEP_EVERY, CardSweep, handle_enriched
+from sinks.case_logic import CARD_RETENTION, forget_card, forgotten
+from sinks.cases import SWEEP_EVERY, CardSweep, handle_enriched
 from tests.builders import BASE_TIME, make_alert
 
 DAY = 86400.0
@@ -39,7 +39,7 @@ class Acked:
 
 
 def test_forgotten_only_after_the_retention_of_event_time():
-    from services.case_logic import apply_to_card
+    from sinks.case_logic import apply_to_card
 
     state, _ = apply_to_card(None, make_alert("c1", ["t1"], event_s=0))
     assert not forgotten(state, BASE_TIME + CARD_RETENTION)

@@ -1,12 +1,12 @@
-"""services.case_logic: pure grouping of enriched alerts into cases."""
+"""sinks.case_logic: pure grouping of enriched alerts into cases."""
 
 import itertools
 
 import pytest
 
-from services.case_logic import (MAX_ALERTS_PER_CASE, already_handled, apply_alert, apply_to_card, combined_score,
+from sinks.case_logic import (MAX_ALERTS_PER_CASE, already_handled, apply_alert, apply_to_card, combined_score,
                               current_versions, severity_of)
-from services.enrichment import enrich
+from sinks.enrichment import enrich
 from tests.builders import BASE_TIME, make_alert
 
 HOUR = 3600.0

@@ -93,7 +93,7 @@ def test_the_job_is_submitted_to_the_master_with_the_code_the_jars_and_the_pytho
     shipped = zipfile.ZipFile(cmd[cmd.index("--py-files") + 1]).namelist()
     for module in ("detectors/base.py", "spark_job/alert_writer.py", "common/settings.py", "models/scoring.py"):
         assert module in shipped
-    assert not any(name.startswith(("tests/", "services/")) for name in shipped)
+    assert not any(name.startswith(("tests/", "sinks/")) for name in shipped)
 
 
 def test_the_writer_reads_a_checkpoint_given_as_a_file_uri_without_spark(tmp_path):

@@ -9,8 +9,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from common.redis_keys import RedisKeys
 from common.settings import Settings
-from services.dashboard.app import make_web_app
-from services.dashboard.hosts import allowed_names, host_name
+from sinks.dashboard.app import make_web_app
+from sinks.dashboard.hosts import allowed_names, host_name
 
 
 class NoRedis:

@@ -1,4 +1,4 @@
-"""services.dashboard: the summary (pure), its latency and case pages, what it reads from Redis, the
+"""sinks.dashboard: the summary (pure), its latency and case pages, what it reads from Redis, the
 endpoint; and the Redis retry of the Faust services."""
 
 import asyncio
@@ -7,11 +7,11 @@ import json
 import pytest
 
 from common.redis_keys import RedisKeys
-from services.case_logic import apply_alert
-from services.dashboard.app import load_summary, make_web_app
-from services.dashboard.latency import alert_latency_ms, latency_figures
-from services.dashboard.summary import CASES_PER_PAGE, MAX_CASES, case_page, percentile, summarize
-from services.faust_support import retry_forever
+from sinks.case_logic import apply_alert
+from sinks.dashboard.app import load_summary, make_web_app
+from sinks.dashboard.latency import alert_latency_ms, latency_figures
+from sinks.dashboard.summary import CASES_PER_PAGE, MAX_CASES, case_page, percentile, summarize
+from sinks.faust_support import retry_forever
 from tests.builders import at, make_alert
 
 
@@ -44,7 +44,7 @@ def test_summary_of_cases_alerts_and_minutes():
 
 def stored_alert(alert_id: str, detector: str, detected_s: float, ingested_s: float | None,
                  event_s: float = -86_400 * 200) -> dict:
-    """An alert as the case manager keeps it for the dashboard (``services.cases.alert_summary``); its
+    """An alert as the case manager keeps it for the dashboard (``sinks.cases.alert_summary``); its
     event time is the simulator's, months before the wall clock."""
     return {"alert_id": alert_id, "detector": detector, "card_id": f"card-{alert_id}", "score": 0.9,
             "reason": "r", "event_time": at(event_s), "detected_at": at(detected_s),

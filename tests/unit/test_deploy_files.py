@@ -169,10 +169,10 @@ def test_service_commands_are_the_project_entry_points(services):
     assert command("topics")[:3] == ["python", "-m", "deploy.create_topics"]
     assert command("train")[:4] == ["python", "-m", "models", "train"]
     assert command("detectors")[:4] == ["python", "-m", "detectors", "run"]
-    assert command("enricher")[:4] == ["python", "-m", "services.enricher", "worker"]
-    assert command("cases")[:4] == ["python", "-m", "services.cases", "worker"]
+    assert command("enricher")[:4] == ["python", "-m", "sinks.enricher", "worker"]
+    assert command("cases")[:4] == ["python", "-m", "sinks.cases", "worker"]
     assert "--without-web" in command("enricher") and "--without-web" in command("cases")
-    assert command("dashboard") == ["python", "-m", "services.dashboard"]
+    assert command("dashboard") == ["python", "-m", "sinks.dashboard"]
     assert command("reference")[:4] == ["python", "-m", "producers", "load-reference"]
     assert command("producer")[:4] == ["python", "-m", "producers", "simulate"]
 
@@ -284,11 +284,11 @@ def test_every_long_running_service_has_a_health_check_that_names_its_own_probe(
         assert services[name].get("healthcheck", {}).get("test"), f"{name} has no health check"
     probe = {name: " ".join(services[name]["healthcheck"]["test"]) for name in LONG_RUNNING}
     assert "python -m spark_job.health" in probe["detectors"]
-    assert probe["enricher"].endswith("services.health enricher")
-    assert probe["cases"].endswith("services.health cases")
-    import services.health
+    assert probe["enricher"].endswith("sinks.health enricher")
+    assert probe["cases"].endswith("sinks.health cases")
+    import sinks.health
     import spark_job.health
-    assert callable(spark_job.health.main) and callable(services.health.main)
+    assert callable(spark_job.health.main) and callable(sinks.health.main)
 
 
 def test_the_detector_job_waits_for_a_model_trained_once_on_a_shared_volume(services):

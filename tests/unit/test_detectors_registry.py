@@ -63,17 +63,31 @@ def test_list_json(capsys):
     assert entry["name"] == "velocity" and entry["params"]["min_count"] == 5 and entry["scenarios"] == ["card_testing"]
 
 
-def test_run_rejects_unknown_names_before_importing_the_runner():
+def test_run_hands_over_to_the_job_without_importing_it(monkeypatch):
+    import os
+    import sys
+
+    calls = []
+    monkeypatch.setattr(os, "execv", lambda path, argv: calls.append((path, argv)))
+    cli.main(["run", "velocity", "--shared"])
+    assert calls == [(sys.executable, [sys.executable, "-m", "spark_job", "--prog=python -m detectors run",
+                                       "velocity", "--shared"])]
+
+
+def test_the_job_rejects_unknown_names_before_importing_the_runner():
+    from spark_job import __main__ as job_cli
+
     with pytest.raises(KeyError):
-        cli.main(["run", "nope"])
+        job_cli.main(["nope"])
 
 
-def test_run_delegates_to_the_job_with_every_option(monkeypatch):
+def test_the_job_runs_with_every_option(monkeypatch):
     import spark_job.job
+    from spark_job import __main__ as job_cli
 
     calls = []
     monkeypatch.setattr(spark_job.job, "run", lambda names, args: calls.append((names, args)) or 0)
-    assert cli.main(["run", "velocity", "--max-offsets-per-trigger", "1000", "--shared"]) == 0
+    assert job_cli.main(["velocity", "--max-offsets-per-trigger", "1000", "--shared"]) == 0
     [(names, args)] = calls
     assert names == ["velocity"] and args.max_offsets_per_trigger == 1000 and args.shared
 
@@ -81,13 +95,15 @@ def test_run_delegates_to_the_job_with_every_option(monkeypatch):
 def test_run_without_a_trained_model_says_to_run_make_train(monkeypatch, tmp_path, capsys):
     from common.settings import get_settings
 
+    from spark_job import __main__ as job_cli
+
     monkeypatch.setenv("FRAUD_MODEL_REGISTRY", str(tmp_path / "empty-registry"))
     get_settings.cache_clear()
     try:
-        assert cli.main(["run"]) == 2                      # every detector: ml_score has no model
+        assert job_cli.main([]) == 2                       # every detector: ml_score has no model
         assert "ml_score: no model to score with" in capsys.readouterr().err
         assert registry.problems([registry.get("velocity")]) == []
-        assert cli.main(["run", "ml_score"]) == 2
+        assert job_cli.main(["ml_score"]) == 2
         assert "run `make train`" in capsys.readouterr().err
     finally:
         get_settings.cache_clear()

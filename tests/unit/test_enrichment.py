@@ -1,4 +1,4 @@
-"""services.enrichment: pure enrichment of an alert with its profiles."""
+"""sinks.enrichment: pure enrichment of an alert with its profiles."""
 
 import json
 from datetime import datetime, timezone
@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 import pytest
 
 from common.contracts import ALERT_TRIGGER_FIELDS, ContractError
-from services.enrichment import decode_alert, enrich, haversine_km
+from sinks.enrichment import decode_alert, enrich, haversine_km
 from tests.builders import make_alert
 
 NOW = datetime(2026, 11, 22, 10, 5, tzinfo=timezone.utc)

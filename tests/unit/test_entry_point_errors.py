@@ -225,7 +225,7 @@ def test_option_values_that_make_no_sense_are_refused_in_one_line(env, args, wor
 
 # --- help ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("service", ["services.cases", "services.enricher"])
+@pytest.mark.parametrize("service", ["sinks.cases", "sinks.enricher"])
 def test_faust_worker_help_connects_to_nothing(env, service):
     """``worker --help`` with a broker address that records every connection: none is made."""
     with socket.socket() as broker:

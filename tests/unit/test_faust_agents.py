@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from services import cases, enricher
-from services.enrichment import enrich
+from sinks import cases, enricher
+from sinks.enrichment import enrich
 from common.redis_keys import RedisKeys
 from tests.builders import BASE_TIME, make_alert
 
@@ -132,9 +132,9 @@ def test_an_agent_error_ends_the_worker_so_the_event_is_redelivered():
     import sys
 
     from common.settings import REPO_ROOT
-    from services.faust_support import EXIT_AGENT_FAILED
+    from sinks.faust_support import EXIT_AGENT_FAILED
 
-    code = ("from services.faust_support import exit_on_agent_error\n"
+    code = ("from sinks.faust_support import exit_on_agent_error\n"
             "try:\n    raise RuntimeError('boom')\nexcept Exception:\n    exit_on_agent_error('the test agent')\n"
             "print('not reached')\n")
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
@@ -148,7 +148,7 @@ def test_a_failed_publish_sends_again_only_the_records_not_delivered():
     duplicated the alerts already acknowledged (a compose run without faults once showed 11)."""
     from aiokafka.errors import KafkaTimeoutError
 
-    from services.faust_support import retry_forever
+    from sinks.faust_support import retry_forever
 
     attempts: list[str] = []
 

@@ -1,4 +1,4 @@
-"""The services' flow control keeps events delivered while the flow runs (services.faust_support).
+"""The services' flow control keeps events delivered while the flow runs (sinks.faust_support).
 
 At the end of a table recovery Faust calls ``flow_control.resume()`` on a flow that already runs;
 mode's ``FlowControlEvent`` then empties every stream queue, and an event delivered in that moment
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from mode.utils.queues import FlowControlEvent, FlowControlQueue
 
-from services import cases, enricher
-from services.faust_support import KeepDeliveredFlowControl
+from sinks import cases, enricher
+from sinks.faust_support import KeepDeliveredFlowControl
 
 
 def _queue_with_an_event(flow_control: FlowControlEvent) -> FlowControlQueue:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from services.health import consuming, group_of
+from sinks.health import consuming, group_of
 from spark_job.health import planned_queries, process_start_time, silent_queries
 
 pytestmark = pytest.mark.unit

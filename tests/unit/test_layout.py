@@ -17,12 +17,12 @@ ALLOWED = {
     "common": set(),
     "producers": {"common"},
     "models": {"common", "producers"},
-    "detectors": {"common", "models", "spark_job"},   # spark_job only from the command line (`detectors run`)
+    "detectors": {"common", "models"},
     "spark_job": {"common", "detectors"},
-    "services": {"common"},
+    "sinks": {"common"},
     "deploy": {"common"},
     "demo": {"common", "deploy", "detectors", "models", "spark_job"},
-    "bench": {"common", "deploy", "detectors", "models", "producers", "services", "spark_job"},
+    "bench": {"common", "deploy", "detectors", "models", "producers", "sinks", "spark_job"},
 }
 
 
@@ -44,9 +44,9 @@ def imports_of(package: str) -> dict[str, set[str]]:
     return found
 
 
-def test_the_spark_job_and_the_services_never_import_each_other():
-    assert "services" not in imports_of("spark_job")
-    assert not {"spark_job", "detectors", "models"} & set(imports_of("services"))
+def test_the_spark_job_and_the_sinks_never_import_each_other():
+    assert "sinks" not in imports_of("spark_job")
+    assert not {"spark_job", "detectors", "models"} & set(imports_of("sinks"))
 
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
@@ -61,10 +61,47 @@ def test_every_package_is_in_the_table():
 
 
 def test_the_import_check_sees_a_forbidden_import(tmp_path, monkeypatch):
-    (tmp_path / "services").mkdir()
-    (tmp_path / "services" / "bad.py").write_text("from spark_job.alert_writer import ExactlyOnceWriter\n")
+    (tmp_path / "sinks").mkdir()
+    (tmp_path / "sinks" / "bad.py").write_text("from spark_job.alert_writer import ExactlyOnceWriter\n")
     monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
-    assert imports_of("services") == {"spark_job": {"services/bad.py"}}
+    assert imports_of("sinks") == {"spark_job": {"sinks/bad.py"}}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import cycle between packages, each as the path that closes it (``[a, b, a]``)."""
+    found, done = [], set()
+
+    def visit(package: str, path: list[str]) -> None:
+        for other in sorted(graph.get(package, ())):
+            if other in path:
+                found.append(path[path.index(other):] + [other])
+            elif other not in done:
+                visit(other, path + [other])
+        done.add(package)
+
+    for package in sorted(graph):
+        if package not in done:
+            visit(package, [package])
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {package: set(imports_of(package)) for package in ALLOWED}
+
+
+def test_no_package_imports_one_that_imports_it_back():
+    assert cycles(import_graph()) == [], "an import cycle between packages; see docs/architecture.md (Layout)"
+    assert cycles(ALLOWED) == [], "the table itself allows a cycle"
+
+
+def test_the_cycle_check_sees_a_planted_cycle(tmp_path, monkeypatch):
+    for package, line in (("detectors", "from spark_job import options\n"),
+                          ("spark_job", "import detectors.registry\n")):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "planted.py").write_text(line)
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    assert cycles(import_graph()) == [["detectors", "spark_job", "detectors"]]
 
 
 def test_test_helpers_live_under_tests():

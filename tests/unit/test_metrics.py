@@ -184,7 +184,7 @@ def test_a_service_shows_zero_retries_and_redis_errors_from_its_start():
     """So the compose Prometheus holds the series the Grafana dashboard graphs before any failure."""
     from prometheus_client import REGISTRY
 
-    from services import metrics
+    from sinks import metrics
 
     metrics.declare_zero("test-zero")
     got = scrape(REGISTRY)
@@ -195,7 +195,7 @@ def test_a_service_shows_zero_retries_and_redis_errors_from_its_start():
 def test_retries_are_counted_by_system_and_redis_ones_as_redis_errors(monkeypatch):
     from prometheus_client import REGISTRY
 
-    from services import metrics
+    from sinks import metrics
 
     monkeypatch.setitem(metrics.current, "service", "test-retries")
     before = scrape(REGISTRY)
@@ -216,7 +216,7 @@ def test_service_lag_is_highwater_minus_committed_for_the_assigned_partitions_on
 
     from prometheus_client import REGISTRY
 
-    from services import metrics
+    from sinks import metrics
 
     TP = namedtuple("TP", "topic partition")
     a, b = TP("alerts-lag-test", 0), TP("alerts-lag-test", 1)

@@ -21,7 +21,7 @@ def defined_metric_names() -> set[str]:
     """Every series name the detector job and the services can expose, from their registries."""
     from prometheus_client import REGISTRY
 
-    import services.metrics  # noqa: F401 - registers the services' metrics in the default registry
+    import sinks.metrics  # noqa: F401 - registers the services' metrics in the default registry
     from spark_job.metrics import SparkMetrics
 
     names = set()

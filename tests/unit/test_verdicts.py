@@ -1,4 +1,4 @@
-"""Analysts' verdicts (common/verdicts.py, services/dashboard/verdicts.py): the record, the join to labels
+"""Analysts' verdicts (common/verdicts.py, sinks/dashboard/verdicts.py): the record, the join to labels
 that backtests use, and which Origin may post one. Pure logic."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from common.contracts import ContractError
 from common.verdicts import decode_verdict, verdict_labels, verdict_record
 from detectors import backtest, velocity
-from services.case_logic import apply_alert
-from services.dashboard.hosts import LOOPBACK_NAMES
-from services.dashboard.verdicts import origin_allowed
+from sinks.case_logic import apply_alert
+from sinks.dashboard.hosts import LOOPBACK_NAMES
+from sinks.dashboard.verdicts import origin_allowed
 from tests.builders import make_alert
 
 pytestmark = pytest.mark.unit

@@ -1,9 +1,9 @@
 """Case manager: ``alerts.enriched`` -> cases per card (Faust table + changelog) -> ``cases`` and Redis.
 
-Run: ``python -m services.cases worker -l info`` (app id / consumer group from ``FRAUD_CASES_APP_ID``).
+Run: ``python -m sinks.cases worker -l info`` (app id / consumer group from ``FRAUD_CASES_APP_ID``).
 
 State: the table ``card-cases`` maps card_id to ``{"case": open case, "previous_case": closed case}``
-(``services.case_logic.apply_to_card``); its changelog topic ``{app_id}-card-cases-changelog``
+(``sinks.case_logic.apply_to_card``); its changelog topic ``{app_id}-card-cases-changelog``
 (compacted, created by Faust with the alert topics' partition count and replication from the
 settings) rebuilds it on restart, so cases survive restarts and rebalances. The card's source
 partition is kept in its state: a card with no alert for 7 days of event time is forgotten
@@ -50,12 +50,12 @@ from common.cli_errors import run_command
 from common.contracts import ContractError, parse_event_time
 from common.kafka_io import json_bytes
 from common.settings import get_settings
-from services.case_logic import (CARD_RETENTION, already_handled, apply_to_card, current_versions, forget_card,
+from sinks.case_logic import (CARD_RETENTION, already_handled, apply_to_card, current_versions, forget_card,
                                  forgotten)
-from services import metrics
-from services.dashboard.latency import alert_latency_ms
-from services.enrichment import decode_alert
-from services.faust_support import (exit_on_agent_error, main as run_cli, make_app, redis_client, redis_errors,
+from sinks import metrics
+from sinks.dashboard.latency import alert_latency_ms
+from sinks.enrichment import decode_alert
+from sinks.faust_support import (exit_on_agent_error, main as run_cli, make_app, redis_client, redis_errors,
                                     retry_forever)
 from common.redis_keys import KEEP_CLOSED_CASES, KEEP_LATEST_ALERTS, RedisKeys
 
@@ -394,4 +394,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(main, "python -m services.cases"))
+    sys.exit(run_command(main, "python -m sinks.cases"))

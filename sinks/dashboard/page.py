@@ -8,7 +8,7 @@ open the live figures stay in view, each with buttons to mark it fraud or not fr
 then the latest alerts, alerts per minute, each detector's parameters in force and each query's late
 events. The transactions rate is the page's own: the change of ``transactions.read`` between polls."""
 
-from services.dashboard.summary import CASES_PER_PAGE
+from sinks.dashboard.summary import CASES_PER_PAGE
 
 PAGE = r"""<!doctype html>
 <html lang="en">

@@ -1,7 +1,7 @@
 """A Faust worker's health, for a container's health check (deploy/docker-compose.yml): its consumer
 group (the app id) is stable and this host is one of its members, i.e. the worker is consuming.
 
-    python -m services.health enricher|cases
+    python -m sinks.health enricher|cases
 
 Exit 0 healthy, 1 not, with one line saying why.
 """
@@ -37,7 +37,7 @@ def consuming(group: dict, addresses: set[str]) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or args[0] not in {"enricher", "cases"}:
-        print("usage: python -m services.health enricher|cases", file=sys.stderr)
+        print("usage: python -m sinks.health enricher|cases", file=sys.stderr)
         return 2
     from kafka import KafkaAdminClient
 

@@ -1,6 +1,6 @@
 """Pure enrichment of one alert with the customer, card and merchant context (no Faust, no Redis).
 
-The enricher (``services/enricher.py``) reads the three profile hashes of ``common.contracts`` from Redis
+The enricher (``sinks/enricher.py``) reads the three profile hashes of ``common.contracts`` from Redis
 and the card's recent alert count, then calls ``enrich``. Profiles arrive as Redis hashes: every value
 a string, an empty string or a missing field meaning unknown.
 

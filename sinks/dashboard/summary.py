@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from services.dashboard.latency import alert_latency_ms, latency_figures, percentile
+from sinks.dashboard.latency import alert_latency_ms, latency_figures, percentile
 
 __all__ = ["MAX_CASES", "CASES_PER_PAGE", "CasePage", "case_page", "percentile", "summarize"]
 
@@ -95,7 +95,7 @@ def summarize(open_cases: Iterable[Mapping[str, Any]], open_count: int,
               queries: Mapping[str, Mapping[str, Any]] | None = None,
               page: CasePage | None = None) -> dict:
     """``open_cases`` are the cases of ``page`` (default: the first ``MAX_CASES``) of ``open_count``;
-    ``latest_alerts`` the newest alerts (their latency: ``services.dashboard.latency``);
+    ``latest_alerts`` the newest alerts (their latency: ``sinks.dashboard.latency``);
     ``minute_counts`` maps (minute "YYYYmmddHHMM", detector) to the number of distinct alerts;
     ``queries`` each detector query's progress totals since the detector job started."""
     page = page or case_page(open_count)

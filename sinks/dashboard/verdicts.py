@@ -23,7 +23,7 @@ from common.contracts import ContractError, format_event_time
 from common.redis_keys import RedisKeys
 from common.settings import Settings
 from common.verdicts import verdict_record
-from services.dashboard.hosts import host_name
+from sinks.dashboard.hosts import host_name
 
 log = logging.getLogger(__name__)
 Publish = Callable[[dict], Awaitable[None]]

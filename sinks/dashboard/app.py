@@ -1,6 +1,6 @@
 """The live dashboard: one HTML page and ``/api/summary``, served by aiohttp.
 
-Where the data comes from: Redis only, as written by the case manager (``services/cases.py``; keys in
+Where the data comes from: Redis only, as written by the case manager (``sinks/cases.py``; keys in
 ``common/redis_keys.py``) and, for the transactions read and the late-events table, by the detector
 job's progress listener. The case manager sees every enriched alert once in effect (its writes are
 idempotent on alert_id), so the counts shown are exact even when alerts are redelivered; the
@@ -21,11 +21,11 @@ from typing import Iterable
 
 from aiohttp import web
 
-from services.dashboard.hosts import LOOPBACK_NAMES, host_check
-from services.dashboard.page import PAGE
-from services.dashboard.summary import MAX_CASES, case_page, summarize
+from sinks.dashboard.hosts import LOOPBACK_NAMES, host_check
+from sinks.dashboard.page import PAGE
+from sinks.dashboard.summary import MAX_CASES, case_page, summarize
 from common.verdicts import precision_by_detector
-from services.dashboard.verdicts import Publish, verdict_handler
+from sinks.dashboard.verdicts import Publish, verdict_handler
 from common.redis_keys import KEEP_LATEST_ALERTS, RedisKeys
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""Run the live dashboard: ``python -m services.dashboard [--host H] [--port P]``.
+"""Run the live dashboard: ``python -m sinks.dashboard [--host H] [--port P]``.
 
 Defaults come from ``FRAUD_DASHBOARD_HOST`` (127.0.0.1) and ``FRAUD_DASHBOARD_PORT`` (8765); the
 Redis URL and key namespace from the settings (``FRAUD_REDIS_URL``, ``FRAUD_SINKS_NAMESPACE``).
@@ -13,16 +13,16 @@ from aiohttp import web
 
 from common.cli_errors import UNAVAILABLE, ArgumentParser, UserError, run_command
 from common.settings import get_settings
-from services.dashboard.app import make_web_app
-from services.dashboard.hosts import allowed_names
-from services.dashboard.verdicts import KafkaVerdicts
-from services.faust_support import redis_client
+from sinks.dashboard.app import make_web_app
+from sinks.dashboard.hosts import allowed_names
+from sinks.dashboard.verdicts import KafkaVerdicts
+from sinks.faust_support import redis_client
 from common.redis_keys import RedisKeys
 
 
 def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
-    parser = ArgumentParser(prog="python -m services.dashboard",
+    parser = ArgumentParser(prog="python -m sinks.dashboard",
                             description="Live fraud dashboard (cases, alert rates, latency).")
     parser.add_argument("--host", default=settings.dashboard_host,
                         help="address to bind (FRAUD_DASHBOARD_HOST, default %(default)s)")
@@ -41,4 +41,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(main, "python -m services.dashboard"))
+    sys.exit(run_command(main, "python -m sinks.dashboard"))

@@ -1,6 +1,6 @@
 """Alert enricher: ``alerts`` (read_committed) -> customer, card and merchant context -> ``alerts.enriched``.
 
-Run: ``python -m services.enricher worker -l info`` (settings from ``common.settings``; app id / consumer
+Run: ``python -m sinks.enricher worker -l info`` (settings from ``common.settings``; app id / consumer
 group from ``FRAUD_ENRICHER_APP_ID``, see ``common/settings.py``).
 
 At-least-once with idempotent effects (docs/architecture.md, "Exactly once"), per batch of alerts taken from the
@@ -11,7 +11,7 @@ stream, in this order:
 2. ask Redis which alert_ids were already enriched (``{ns}:seen:enricher:{alert_id}``) and drop them;
 3. record each remaining alert in the card's recent-alert set (ZADD, idempotent) and read the card,
    customer and merchant profiles and the card's recent alert count;
-4. enrich (``services.enrichment.enrich``, pure) and send every enriched alert (key = card_id), then wait
+4. enrich (``sinks.enrichment.enrich``, pure) and send every enriched alert (key = card_id), then wait
    until the broker acknowledged all of them (acks=all);
 5. only then ``SET NX EX`` the seen keys;
 6. the batch's events are acknowledged to Faust when the loop moves on, and their offsets committed
@@ -39,9 +39,9 @@ from common.cli_errors import run_command
 from common.contracts import ContractError, card_key, customer_key, merchant_key, parse_event_time
 from common.kafka_io import json_bytes
 from common.settings import get_settings
-from services.enrichment import RECENT_WINDOW_HOURS, customer_id_of, decode_alert, enrich
-from services import metrics
-from services.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
+from sinks.enrichment import RECENT_WINDOW_HOURS, customer_id_of, decode_alert, enrich
+from sinks import metrics
+from sinks.faust_support import exit_on_agent_error, main as run_cli, make_app, redis_client, retry_forever
 from common.redis_keys import RedisKeys
 
 log = logging.getLogger(__name__)
@@ -223,4 +223,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(main, "python -m services.enricher"))
+    sys.exit(run_command(main, "python -m sinks.enricher"))

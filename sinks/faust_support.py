@@ -33,7 +33,7 @@ from mode.utils.queues import FlowControlEvent
 
 from common.kafka_clients import faust_broker_options
 from common.settings import Settings
-from services import metrics
+from sinks import metrics
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -133,7 +133,7 @@ def main(app: faust.App, settings: Settings, serve_metrics: Callable[[], Any] | 
     Faust's own web server unless ``--with-web``/``--web-port`` is given: its fixed port 6066 would
     clash between the several workers of one host. ``--help`` connects to nothing: creating the app,
     its topics and tables does not, and the changelogs are declared only for a worker that starts,
-    which also starts ``serve_metrics`` (the service's ``/metrics``, ``services.metrics.serve``).
+    which also starts ``serve_metrics`` (the service's ``/metrics``, ``sinks.metrics.serve``).
     """
     argv = sys.argv[1:]
     if argv[:1] == ["worker"]:

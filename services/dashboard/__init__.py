@@ -1,1 +1,0 @@
-"""The live dashboard (``python -m services.dashboard``)."""

@@ -1,0 +1,1 @@
+"""The live dashboard (``python -m sinks.dashboard``)."""
