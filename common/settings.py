@@ -77,7 +77,7 @@ class Settings:
     detector_group_triggers: str = _env("FRAUD_DETECTOR_GROUP_TRIGGERS", "ml=3")
     # Seconds the detector job rehearses its queries on throw-away topics with sample transactions before
     # its own start (spark_job/warmup.py), so the first live batches do not pay the JVM's and the Python
-    # workers' first runs (docs/performance.md, "A warm job"). 0: none; make demo sets 30.
+    # workers' first runs (docs/performance.md). 0: none; make demo sets 60.
     detector_warmup_s: float = _env("FRAUD_DETECTOR_WARMUP_S", 0.0)
     # Records a detector query reads per micro-batch at most (Spark's maxOffsetsPerTrigger). Behind
     # (after a restart), larger batches cost less per record; a smaller bound commits sooner but cuts the
@@ -97,51 +97,44 @@ class Settings:
 
     # --- Spark ---------------------------------------------------------------------------------
     spark_master: str = _env("FRAUD_SPARK_MASTER", "local[2]")
+    # local: the tuning of LOCAL_PROFILE below is in force; cluster: Spark's own defaults. Empty: local for a
+    # local[...] master, cluster for any other (spark://, yarn, k8s://). `make settings` shows the one in force.
+    profile: str = _env("FRAUD_PROFILE", "")
     # The driver's address: loopback for the local stack; a reachable address on a real cluster.
     spark_driver_host: str = _env("FRAUD_SPARK_DRIVER_HOST", "127.0.0.1")
-    # 1: each partition costs every stateful operator a state store per batch (docs/performance.md)
-    spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 1)
     spark_driver_memory: str = _env("FRAUD_SPARK_DRIVER_MEMORY", "2g")
-    # Parallel: G1's barriers and concurrent threads took ~15% of the two cores (docs/performance.md)
-    spark_gc: str = _env("FRAUD_SPARK_GC", "Parallel")
     # More options for every Spark JVM (driver and executors), e.g. JIT flags (docs/performance.md).
     spark_jvm_options: str = _env("FRAUD_SPARK_JVM_OPTIONS", "")
-    # 10: Kafka's 500 ms was paid per partition at the log's end in every live batch (docs/performance.md)
-    spark_kafka_fetch_max_wait_ms: int = _env("FRAUD_SPARK_KAFKA_FETCH_MAX_WAIT_MS", 10)
     # 0 = a task per core; one per partition (12) cost each live batch ~0.2 s of start-up (docs/performance.md)
     spark_source_tasks: int = _env("FRAUD_SPARK_SOURCE_TASKS", 0)
-    # NO_CODEGEN: small batches recompiled their watermark code; large ones switch (docs/performance.md)
-    spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "NO_CODEGEN")
-    spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 20_000)
-    # 500: a compiled batch of the shared query needs ~100 classes; Spark's 100 evicted them (docs/performance.md)
-    spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 500)
-    # 1: Spark's 2 keeps a second copy of every state map on the heap (docs/performance.md)
-    spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 1)
-    # Optimizer rules that never change this project's plans but walk them in every micro-batch's planning
-    # (RuleExecutor's "effective" time 0; measured in docs/performance.md, "Real time in make demo").
-    # Spark refuses to exclude the rules correctness needs. Empty: Spark's full rule set.
-    spark_excluded_rules: str = _env("FRAUD_SPARK_EXCLUDED_RULES", ",".join(
-        f"org.apache.spark.sql.catalyst.optimizer.{rule}" for rule in (
-            "RemoveRedundantAliases", "FoldablePropagation", "MergeScalarSubqueries",
-            "OptimizeOneRowRelationSubquery", "SimplifyBinaryComparison", "OptimizeCsvJsonExprs",
-            "ReplaceNullWithFalseInPredicate", "InjectRuntimeFilter", "NullDownPropagation")) + "," + ",".join(
-        f"org.apache.spark.sql.execution.datasources.{rule}" for rule in (
-            "SchemaPruning", "PruneFileSourcePartitions")))
     # Diagnostics: when set, the detector job writes Spark's analyzer/optimizer time per rule here every
     # 10 s (RuleExecutor.dumpTimeSpent), to see what each micro-batch's planning costs.
     spark_rule_times_file: str = _env("FRAUD_SPARK_RULE_TIMES_FILE", "")
-    # false: a .crc beside every local checkpoint file cost ~150 ms per live batch (docs/performance.md)
-    spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", False)
-    # Writes local checkpoint files in the JVM: Hadoop's local file system starts chmod and readlink
-    # processes for each one (docs/performance.md). Empty: Spark's own manager.
-    spark_checkpoint_file_manager: str = _env("FRAUD_SPARK_CHECKPOINT_FILE_MANAGER", "fraud.spark.LocalCheckpointFiles")
+    # The settings below have Spark's (or Kafka's) own defaults here, for a cluster; the local profile
+    # replaces them with LOCAL_PROFILE's values. A variable set by hand wins in either profile.
+    # Shuffle partitions of stateful queries, frozen into each checkpoint at its first run; 0: the cores
+    # Spark has (spark.default.parallelism) when the session starts.
+    spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 0)
+    spark_gc: str = _env("FRAUD_SPARK_GC", "G1")
+    spark_kafka_fetch_max_wait_ms: int = _env("FRAUD_SPARK_KAFKA_FETCH_MAX_WAIT_MS", 500)
+    spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "FALLBACK")
+    # 0: no switch of the code-generation mode by batch size (spark_job/codegen.py)
+    spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 0)
+    spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 100)
+    spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 2)
+    # Optimizer rules left out of every micro-batch's planning. Empty: Spark's full rule set.
+    spark_excluded_rules: str = _env("FRAUD_SPARK_EXCLUDED_RULES", "")
+    spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", True)
+    # A checkpoint file manager class of the job's jar. Empty: Spark's own.
+    spark_checkpoint_file_manager: str = _env("FRAUD_SPARK_CHECKPOINT_FILE_MANAGER", "")
+    # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing). Empty: none.
+    spark_class_archive: str = _env("FRAUD_SPARK_CLASS_ARCHIVE", "")
+    # A standby job lowers its CPU weight (nice and autogroup) until it leads (spark_job/leadership.py).
+    standby_yields_cpu: bool = _env("FRAUD_STANDBY_YIELDS_CPU", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
     # The detector job's own jar (spark_job/jvm: the validation, the keyed operators, the checkpoint
     # files), built by `deploy fetch`.
     spark_job_jar: Path = _env("FRAUD_SPARK_JOB_JAR", REPO_ROOT / ".cache" / "jars" / "spark-job" / "fraud-spark-job.jar")
-    # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing): a JVM
-    # mapping them starts and plans its first batches sooner (docs/performance.md). Empty: none.
-    spark_class_archive: str = _env("FRAUD_SPARK_CLASS_ARCHIVE", str(REPO_ROOT / ".cache" / "spark-classes.jsa"))
 
     # --- Metrics (docs/metrics.md): each process serves /metrics in the Prometheus text format -------
     metrics_enabled: bool = _env("FRAUD_METRICS_ENABLED", True)      # false: no endpoint, no per-batch cost
@@ -183,7 +176,7 @@ class Settings:
     @classmethod
     def from_env(cls, overrides: Mapping[str, Any] | None = None,
                  environ: Mapping[str, str] | None = None) -> "Settings":
-        """Defaults, then environment variables, then explicit ``overrides`` (by field name)."""
+        """Defaults (the profile's), then environment variables, then explicit ``overrides`` (by field name)."""
         environ = os.environ if environ is None else environ
         values: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
@@ -191,7 +184,19 @@ class Settings:
             if raw is not None:
                 values[f.name] = _coerce(f.name, type(f.default), raw)
         values.update(overrides or {})
-        return cls(**values)
+        chosen = cls(**values)
+        if chosen.active_profile == "local":
+            chosen = dataclasses.replace(chosen, **{k: v for k, v in LOCAL_PROFILE.items() if k not in values})
+        return chosen
+
+    @property
+    def active_profile(self) -> str:
+        """``local`` or ``cluster``: ``profile`` when set, else from the master."""
+        if self.profile:
+            if self.profile not in PROFILES:
+                raise SettingsError(f"setting profile: expected one of {', '.join(PROFILES)}, got {self.profile!r}")
+            return self.profile
+        return "local" if self.spark_master.startswith("local") else "cluster"
 
     def replace(self, **changes: Any) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -205,8 +210,13 @@ class Settings:
         return int(self.kafka_bootstrap.split(",")[0].rsplit(":", 1)[1])
 
     def to_env(self) -> dict[str, str]:
-        """These settings as environment variables, to hand them to a child process."""
-        return {f.metadata["env"]: _render(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        """These settings as environment variables, to hand them to a child process. A setting that has
+        its profile's value is left out, so a child given another master gets that master's profile."""
+        return {f.metadata["env"]: _render(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in LOCAL_PROFILE or getattr(self, f.name) != self._profile_value(f)}
+
+    def _profile_value(self, f: dataclasses.Field) -> Any:
+        return LOCAL_PROFILE[f.name] if self.active_profile == "local" else f.default
 
     def describe(self) -> list[tuple[str, str, str]]:
         """(environment variable, value, field) rows, secrets masked: for ``--help`` and docs."""
@@ -219,6 +229,43 @@ class Settings:
                 value = value.split("://", 1)[0] + "://***@" + value.rsplit("@", 1)[1]
             rows.append((f.metadata["env"], str(value), f.name))
         return rows
+
+
+PROFILES = ("local", "cluster")
+
+# The local profile: tuning for the 2-core development machine, where every process of the diamond shares
+# the cores with the detector job. What each buys, measured with and without: docs/performance.md,
+# "Workarounds for two cores". None of it follows the job to a cluster master.
+LOCAL_PROFILE: dict[str, Any] = {
+    # each shuffle partition costs every stateful operator a state store per batch
+    "spark_shuffle_partitions": 1,
+    # G1's barriers and concurrent threads compete with the job for two cores
+    "spark_gc": "Parallel",
+    # Kafka's 500 ms fetch wait is paid per partition at the log's end in every live batch
+    "spark_kafka_fetch_max_wait_ms": 10,
+    # small batches interpreted (no watermark code compiled each batch), large ones compiled (spark_job/codegen.py)
+    "spark_codegen_factory_mode": "NO_CODEGEN",
+    "spark_codegen_large_batch_rows": 20_000,
+    # a compiled batch of the rules query needs ~100 classes: Spark's 100 evicts them
+    "spark_codegen_cache_entries": 500,
+    # Spark's 2 keeps a second copy of every state map on the heap
+    "spark_state_versions_in_memory": 1,
+    # rules that never change this project's plans but walk them in every micro-batch's planning
+    "spark_excluded_rules": ",".join(
+        f"org.apache.spark.sql.catalyst.optimizer.{rule}" for rule in (
+            "RemoveRedundantAliases", "FoldablePropagation", "MergeScalarSubqueries",
+            "OptimizeOneRowRelationSubquery", "SimplifyBinaryComparison", "OptimizeCsvJsonExprs",
+            "ReplaceNullWithFalseInPredicate", "InjectRuntimeFilter", "NullDownPropagation")) + "," + ",".join(
+        f"org.apache.spark.sql.execution.datasources.{rule}" for rule in ("SchemaPruning", "PruneFileSourcePartitions")),
+    # a .crc beside every local checkpoint file
+    "spark_local_checksum_files": False,
+    # checkpoint files written in the JVM: Hadoop's local file system forks chmod and readlink for each
+    "spark_checkpoint_file_manager": "fraud.spark.LocalCheckpointFiles",
+    # a driver mapping the archived classes starts and plans its first batches sooner
+    "spark_class_archive": str(REPO_ROOT / ".cache" / "spark-classes.jsa"),
+    # a standby starting beside the leader otherwise takes half the CPU from its catch-up
+    "standby_yields_cpu": True,
+}
 
 
 def checkpoint_location(root: str | Path, name: str) -> str:

@@ -121,9 +121,6 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.driver.host": settings.spark_driver_host,
         "spark.driver.bindAddress": settings.spark_driver_host,
         "spark.driver.memory": settings.spark_driver_memory,
-        # The default of 200 shuffle partitions makes stateful micro-batches 15-18x slower on 2 cores,
-        # and the value is frozen into each checkpoint at a query's first run.
-        "spark.sql.shuffle.partitions": str(settings.spark_shuffle_partitions),
         "spark.sql.session.timeZone": "UTC",
         # Every micro-batch is planned again. With the runner's validation (about 60 rules over 40
         # columns) under a self-join, inferring filters from constraints cost 3-4 s of planning per
@@ -136,7 +133,6 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         # here reads nested columns from files, which is what these two rules are for.
         "spark.sql.optimizer.expression.nestedPruning.enabled": "false",
         "spark.sql.optimizer.nestedSchemaPruning.enabled": "false",
-        "spark.sql.optimizer.excludedRules": settings.spark_excluded_rules,
         "spark.sql.codegen.factoryMode": settings.spark_codegen_factory_mode,
         "spark.sql.codegen.cache.maxEntries": str(settings.spark_codegen_cache_entries),
         "spark.sql.streaming.maxBatchesToRetainInMemory": str(settings.spark_state_versions_in_memory),
@@ -152,6 +148,10 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {driver_jvm_options(settings)}",
         "spark.executor.extraJavaOptions": jvm_options(settings),
     }
+    if settings.spark_shuffle_partitions:         # else the cores, once the session knows them (get_spark)
+        config["spark.sql.shuffle.partitions"] = str(settings.spark_shuffle_partitions)
+    if settings.spark_excluded_rules:
+        config["spark.sql.optimizer.excludedRules"] = settings.spark_excluded_rules
     if not settings.spark_local_checksum_files:
         config.update(RAW_LOCAL_FILE_SYSTEM)
     if settings.spark_checkpoint_file_manager:    # a class of the job's jar, on the class path below
@@ -175,6 +175,8 @@ def get_spark(app_name: str = "fraud-detection", settings: Settings | None = Non
     for key, value in session_config(settings, app_name, with_kafka, extra).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    if not settings.spark_shuffle_partitions:     # a cluster: a partition per core (frozen into each checkpoint)
+        spark.conf.set("spark.sql.shuffle.partitions", str(spark.sparkContext.defaultParallelism))
     spark.sparkContext.setLogLevel(os.environ.get("FRAUD_SPARK_LOG_LEVEL", "WARN"))
     # The exactly-once writer drops each batch's locally checkpointed rows when it is done with them, and
     # Spark warns at every such unpersist that their lineage is gone: a line per batch that says nothing.

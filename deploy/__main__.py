@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "browser":
             browser.ensure_chromium()
         elif args.command == "settings":
+            why = f"FRAUD_PROFILE={settings.profile}" if settings.profile else f"from the master {settings.spark_master}"
+            print(f"profile in force: {settings.active_profile} ({why})")
             for env, value, _name in settings.describe():
                 print(f"{env:40s} {value}")
     except local_stack.StackError as error:

@@ -135,7 +135,7 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     # The leader lock first: a job that finds it held is a standby, and its JVM inherits its lower priority.
     leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
     standby = not leadership.try_lead()
-    if standby:
+    if standby and settings.standby_yields_cpu:
         leadership.stand_back()
     spark = get_spark("fraud-detectors", settings)
     stopping = {"now": False}
