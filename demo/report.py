@@ -26,11 +26,11 @@ def _batch_phases(settings: Settings) -> dict[str, dict]:
 
 def _writer_phases(settings: Settings) -> dict[str, dict]:
     """Per writer (query): medians of its recent batches' run / fetch-and-send / commit (``spark_job.alert_writer``)."""
-    from spark_job.warmup import PREFIX as REHEARSAL
+    from spark_job.query_names import is_rehearsal
 
     out = {}
     for path in sorted((settings.run_dir / "writers").glob("*.json")):
-        if path.stem.startswith(REHEARSAL):
+        if is_rehearsal(path.stem):
             continue
         phases = json.loads(path.read_text()).get("recent_phases_ms")
         if phases:

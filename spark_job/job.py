@@ -1,4 +1,10 @@
-"""The detector job: start the queries, publish their progress, supervise them until stopped."""
+"""The detector job, as its ``run`` reads: lead or stand by → plan → start → supervise.
+
+A job that finds the checkpoint root's leader lock held stands by (``spark_job.leadership``) with its
+queries planned, and takes over when the leader goes. Planning applies the parameters in force
+(``spark_job.live_params``) and builds each query once (``JobQueries``); supervision restarts a failed query
+from its checkpoint under the restart policy (``spark_job.supervision``) and follows parameter changes.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,104 @@ from typing import Sequence
 from spark_job.options import from_arguments
 
 log = logging.getLogger("spark_job")
+
+
+def run(names: Sequence[str], args: argparse.Namespace) -> int:
+    """The detector job for the detectors ``names`` (all when empty): lead or stand by → plan → start →
+    supervise. Its exit status."""
+    from common.settings import get_settings
+    from common.spark import get_spark
+    from detectors import registry
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)    # a line per callback from the JVM otherwise
+    settings = get_settings()
+    detectors = [registry.get(name) for name in names] if names else registry.all()
+    options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger,
+                             settings.detector_group_triggers)
+    leadership, standby = lead_or_stand_by(settings, options)
+    spark = get_spark("fraud-detectors", settings)
+    stopping = StopRequest(spark)
+    signal.signal(signal.SIGTERM, stopping)      # from here on, a stop is a clean one, also while planning
+    try:
+        job, follower = plan(spark, detectors, settings, options, standby)
+        try:
+            if not leadership.lead(stopping.requested):
+                log.info("stopped while standing by")
+                _stop(spark)
+                return 0
+            return start_and_supervise(spark, job, follower, settings, args.duration, stopping)
+        finally:
+            follower.close()
+    finally:
+        leadership.release()
+
+
+def lead_or_stand_by(settings, options):
+    """The leader lock of the checkpoint root, taken now if it is free: (the lock, whether this job is a
+    standby). A standby may lower its CPU weight before its JVM starts (a setting of the local profile)."""
+    from spark_job.leadership import Leadership
+
+    leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
+    standby = not leadership.try_lead()
+    if standby and settings.standby_yields_cpu:
+        leadership.stand_back()
+    return leadership, standby
+
+
+def plan(spark, detectors: Sequence, settings, options, standby: bool):
+    """The job's queries (``JobQueries``) with the parameters in force, built once, and the follower of the
+    parameters topic. A standby whose broker is away waits for it rather than exit: it has nothing to do
+    before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision)."""
+    from detectors.params import as_data
+    from spark_job.live_params import RedisParams, applied_entry, follow_params
+    from spark_job.warmup import warm_up
+
+    follower, in_force = follow_params(settings, wait=standby)
+    job = JobQueries(spark, detectors, settings, options)
+    publish = RedisParams(settings)
+    job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
+    job.apply_params(in_force)                    # before any query starts: nothing to restart
+    for detector in job.detectors:
+        if detector.name not in in_force:
+            job.on_params(detector, None)
+    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s)
+    job.prepare_all()
+    return job, follower
+
+
+def start_and_supervise(spark, job: JobQueries, follower, settings, duration_s: float, stopping) -> int:
+    """Start the job's queries and supervise them until stopped (or ``duration_s``); the exit status."""
+    from spark_job.metrics import start_job_metrics
+    from spark_job.progress import ProgressListener, RedisProgress
+    from spark_job.supervision import supervise
+
+    # Only the leading job serves metrics and reports progress (a standby's port would clash).
+    metrics = start_job_metrics(settings)
+    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
+    spark.streams.addListener(listener.listener)
+    job.apply_params(follower.poll())             # what changed while it rehearsed or stood by
+    queries = job.start_all()
+    log.info("running %s", ", ".join(q.name for q in queries))
+    stop_at = time.monotonic() + duration_s if duration_s else None
+    rule_times = RuleTimes(spark, settings.spark_rule_times_file)
+
+    def until() -> bool:
+        rule_times.write_when_due()
+        return stopping.requested() or (stop_at is not None and time.monotonic() > stop_at)
+
+    try:
+        restart = metrics.counting_restarts(job.restart) if metrics is not None else job.restart
+        failed = supervise(spark, queries, restart, until=until, tick=lambda: job.apply_params(follower.poll()))
+    except KeyboardInterrupt:
+        failed = 0
+    except Exception:
+        if not (stopping.requested() and _context_stopped(spark)):
+            raise
+        failed = 0       # the signal reached the JVM too, and it went first: a stop, not a failure
+    finally:
+        _stop(spark)
+    return 1 if failed else 0
 
 
 class JobQueries:
@@ -43,7 +147,7 @@ class JobQueries:
         return [self._start(name) for name in self.plans]
 
     def restart(self, name: str, error: str = "") -> list:
-        from spark_job import quarantine
+        from spark_job import quarantine, query_names
 
         plan = self.plans.get(name)
         if plan is None:                               # a quarantined detector's own query
@@ -52,7 +156,7 @@ class JobQueries:
         guilty = quarantine.culprit(error, members) if len(members) > 1 else None
         if guilty is None:
             return [self._start(name)]
-        alone = quarantine.quarantine_query(guilty)
+        alone = query_names.quarantined(guilty.name)
         start_at = quarantine.offsets_read(self.running[name]) or self.options.starting_offsets
         log.error("query %s failed in %s: restarting it without %s, which goes on alone in %s",
                   name, quarantine.module_file(guilty), guilty.name, alone)
@@ -116,96 +220,22 @@ class JobQueries:
         return query
 
 
-def run(names: Sequence[str], args: argparse.Namespace) -> int:
-    """Run the detectors ``names`` (all when empty) with the options of ``spark_job.options``."""
-    from common.spark import get_spark
-    from common.settings import get_settings
-    from detectors import registry
-    from spark_job.leadership import Leadership
-    from spark_job.warmup import warm_up
-    from spark_job.live_params import RedisParams, applied_entry, follow_params
-    from detectors.params import as_data
+class StopRequest:
+    """The SIGTERM handler: the job stops at its next check. The JVM may be stopping too (one process
+    group): py4j's and PySpark's accumulator server's tracebacks of the connections it closes say nothing then."""
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)    # a line per callback from the JVM otherwise
-    settings = get_settings()
-    detectors = [registry.get(name) for name in names] if names else registry.all()
-    options = from_arguments(args, settings.detector_groups, settings.detector_max_offsets_per_trigger,
-                             settings.detector_group_triggers)
-    # The leader lock first: a job that finds it held is a standby, and its JVM inherits its lower priority.
-    leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
-    standby = not leadership.try_lead()
-    if standby and settings.standby_yields_cpu:
-        leadership.stand_back()
-    spark = get_spark("fraud-detectors", settings)
-    stopping = {"now": False}
+    def __init__(self, spark):
+        self.spark, self.now = spark, False
 
-    def stop_requested(*_) -> None:
-        stopping["now"] = True
-        # The JVM may be stopping too (one process group): py4j's and PySpark's accumulator server's
-        # tracebacks of the connections it closes say nothing then.
+    def __call__(self, *_) -> None:
+        self.now = True
         logging.getLogger().addFilter(QUIET_LOST_JVM)
-        server = getattr(spark.sparkContext, "_accumulatorServer", None)
+        server = getattr(self.spark.sparkContext, "_accumulatorServer", None)
         if server is not None:
             server.handle_error = lambda request, client_address: None
 
-    # A standby whose broker is away, as it starts or while it does, waits for it rather than exit: it has nothing
-    # to do before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision).
-    follower, in_force = follow_params(settings, wait=standby)
-    job = JobQueries(spark, detectors, settings, options)
-    publish = RedisParams(settings)
-    job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
-    job.apply_params(in_force)                    # before any query starts: nothing to restart
-    for detector in job.detectors:
-        if detector.name not in in_force:
-            job.on_params(detector, None)
-    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s)
-    job.prepare_all()
-    signal.signal(signal.SIGTERM, stop_requested)     # a standby waiting for the lock is stopped by it too
-    try:
-        if not leadership.lead(lambda: stopping["now"]):
-            log.info("stopped while standing by")
-            _stop(spark)
-            follower.close()
-            return 0
-        return _lead(spark, job, follower, settings, args, stopping)
-    finally:
-        leadership.release()
-
-
-def _lead(spark, job: JobQueries, follower, settings, args: argparse.Namespace, stopping: dict) -> int:
-    """Start the job's queries and supervise them until stopped; the exit status."""
-    from spark_job.metrics import start_job_metrics
-    from spark_job.progress import ProgressListener, RedisProgress
-    from spark_job.supervision import supervise
-
-    # Only the leading job serves metrics and reports progress (a standby's port would clash).
-    metrics = start_job_metrics(settings)
-    listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
-    spark.streams.addListener(listener.listener)
-    job.apply_params(follower.poll())             # what changed while it rehearsed or stood by
-    queries = job.start_all()
-    log.info("running %s", ", ".join(q.name for q in queries))
-    stop_at = time.monotonic() + args.duration if args.duration else None
-    rule_times = RuleTimes(spark, settings.spark_rule_times_file)
-
-    def until() -> bool:
-        rule_times.write_when_due()
-        return stopping["now"] or (stop_at is not None and time.monotonic() > stop_at)
-
-    try:
-        restart = metrics.counting_restarts(job.restart) if metrics is not None else job.restart
-        failed = supervise(spark, queries, restart, until=until, tick=lambda: job.apply_params(follower.poll()))
-    except KeyboardInterrupt:
-        failed = 0
-    except Exception:
-        if not (stopping["now"] and _context_stopped(spark)):
-            raise
-        failed = 0       # the signal reached the JVM too, and it went first: a stop, not a failure
-    finally:
-        _stop(spark)
-        follower.close()
-    return 1 if failed else 0
+    def requested(self) -> bool:
+        return self.now
 
 
 def _stop(spark) -> None:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Sequence
 
 from common.cli_errors import UserError, non_negative_float, positive_int
+from spark_job import query_names
 
-DLQ_QUERY = "dlq"
-SHARED_QUERY = "detectors-shared"
 SINKS = ("exactly-once", "spark-kafka")
 Groups = tuple[tuple[str, tuple[str, ...]], ...]     # ((group name, (detector, ...)), ...)
 
@@ -130,7 +129,7 @@ def plan_queries(names: Sequence[str], options: RunOptions) -> list[QueryPlan]:
     detector and a dead-letter query. Names are stable: a restarted job finds its checkpoints."""
     every = options.trigger_seconds
     if options.shared:
-        return [QueryPlan(SHARED_QUERY, tuple(names), options.with_dlq, trigger_seconds=every)]
+        return [QueryPlan(query_names.SHARED, tuple(names), options.with_dlq, trigger_seconds=every)]
     triggers = dict(options.group_triggers)
     plans, placed = [], set()
     for group, members in options.groups or ():
@@ -138,11 +137,11 @@ def plan_queries(names: Sequence[str], options: RunOptions) -> list[QueryPlan]:
         if len(chosen) < min(2, len(members)) or not chosen:
             continue                          # one detector of a group runs as it would alone
         # Part of a group is a query of its own (another application may run the rest of the group).
-        name = f"detectors-{group}" if len(chosen) == len(members) else "-".join((f"detectors-{group}", *chosen))
+        name = query_names.group(group, None if len(chosen) == len(members) else chosen)
         plans.append(QueryPlan(name, chosen, options.with_dlq and not plans,
                                trigger_seconds=triggers.get(group, every)))
         placed |= set(chosen)
-    plans += [QueryPlan(f"detector-{n}", (n,), trigger_seconds=every) for n in names if n not in placed]
+    plans += [QueryPlan(query_names.alone(n), (n,), trigger_seconds=every) for n in names if n not in placed]
     if options.with_dlq and not any(p.with_dlq for p in plans):
-        plans.append(QueryPlan(DLQ_QUERY, (), True, trigger_seconds=every))
+        plans.append(QueryPlan(query_names.DLQ, (), True, trigger_seconds=every))
     return plans

@@ -10,7 +10,7 @@ from typing import Callable
 
 from common.quantiles import quantile
 from common.settings import Settings
-from spark_job.warmup import PREFIX as REHEARSAL
+from spark_job.query_names import is_rehearsal
 
 log = logging.getLogger("spark_job.progress")
 
@@ -122,7 +122,7 @@ class ProgressListener:
             log.error("query %s failed: %s", query_id, error.splitlines()[0])
 
     def record(self, progress: dict) -> None:
-        if (progress.get("name") or "").startswith(REHEARSAL):
+        if is_rehearsal(progress.get("name") or ""):
             return                 # the warm-up's queries (spark_job.warmup): not the job's
         summary = summarize_progress(progress)
         if self.metrics is not None:

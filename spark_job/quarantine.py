@@ -32,10 +32,6 @@ def culprit(error: str, detectors: Sequence[Detector]) -> Detector | None:
     return max(appearing, key=lambda pair: pair[0])[1]
 
 
-def quarantine_query(detector: Detector) -> str:
-    return f"quarantined-{detector.name}"
-
-
 def offsets_read(query) -> str | None:
     """The Kafka offsets a (failed) query had read up to in its last completed micro-batch, as the
     ``startingOffsets`` JSON of a query that is to go on from there; None before its first batch."""

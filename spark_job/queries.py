@@ -28,13 +28,14 @@ from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from spark_job.codegen import CodegenByBatchSize
 from spark_job.dead_letters import dlq_hash_key, dlq_values
-from spark_job.options import DLQ_QUERY, SINKS, QueryPlan, RunOptions, plan_queries
+from spark_job import query_names
+from spark_job.options import SINKS, QueryPlan, RunOptions, plan_queries
 from spark_job.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
 from spark_job.writer_closing import close_when_query_ends
 
 TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"      # the contracts' time format, in Spark's pattern letters
 
-__all__ = ["DLQ_QUERY", "RunOptions", "plan_queries", "query_name", "start_detectors"]
+__all__ = ["RunOptions", "plan_queries", "query_name", "start_detectors"]
 
 
 def read_transactions(spark: SparkSession, settings: Settings, options: RunOptions) -> DataFrame:
@@ -145,7 +146,7 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
 
 def query_name(detector: Detector) -> str:
     """The query of a detector that runs alone (``plan_queries``)."""
-    return f"detector-{detector.name}"
+    return query_names.alone(detector.name)
 
 
 def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,

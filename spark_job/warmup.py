@@ -22,9 +22,10 @@ import uuid
 from datetime import timedelta
 from typing import Sequence
 
+from spark_job import query_names
+
 log = logging.getLogger(__name__)
 
-PREFIX = "warmup-"      # the rehearsal queries' names (spark_job.progress leaves them out)
 CARDS = 40              # each with an ordinary history, an amount spike, a burst, a double swipe, a journey
 PACE_PER_S = 100        # transactions a second published to the rehearsal's topic
 DRAIN_S = 60.0          # after publishing, how long the rehearsal queries get to read the rest
@@ -50,7 +51,7 @@ def warmup_transactions(round_: int = 0) -> list[dict]:
 
 def rehearsal_settings(settings, tag: str):
     """The settings of a rehearsal: its own transactions, alert, marker and dead-letter topics."""
-    base = f"{settings.topic_transactions}.{PREFIX}{tag}"
+    base = f"{settings.topic_transactions}.{query_names.rehearsal(tag)}"
     return settings.replace(topic_transactions=base, topic_alerts=f"{base}.alerts",
                             topic_alert_markers=f"{base}.markers", topic_dlq=f"{base}.dlq")
 
@@ -77,17 +78,17 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
     except Exception as error:  # noqa: BLE001 - e.g. a broker user without the right to create topics
         log.warning("warm-up skipped: cannot create its topics (%s)", str(error).splitlines()[0])
         return {}
-    checkpoints = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, f"{PREFIX}{tag}")
+    checkpoints = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, f"{query_names.rehearsal(tag)}")
     started = time.monotonic()
     queries = []
     try:
         warm_options = dataclasses.replace(options, starting_offsets="earliest", checkpoint_root=checkpoints)
         for plan in plans:
             try:
-                queries.append(start_planned_query(spark, dataclasses.replace(plan, name=PREFIX + plan.name),
+                queries.append(start_planned_query(spark, dataclasses.replace(plan, name=query_names.rehearsal(plan.name)),
                                                    detectors, rehearsal, warm_options))
             except Exception as error:  # noqa: BLE001 - its live query meets it again (the quarantine)
-                log.warning("warm-up: query %s%s cannot start (%s); the job starts anyway", PREFIX, plan.name,
+                log.warning("warm-up: query %s cannot start (%s); the job starts anyway", query_names.rehearsal(plan.name),
                             str(error).splitlines()[0])
         try:
             published = _publish(rehearsal, queries, seconds)

@@ -18,7 +18,8 @@ from detectors import registry
 from detectors.harness import run_static
 from spark_job.options import QueryPlan, RunOptions
 from spark_job.progress import ProgressListener
-from spark_job.warmup import PREFIX, rehearsal_settings, warm_up, warmup_transactions
+from spark_job.query_names import REHEARSAL_PREFIX as PREFIX
+from spark_job.warmup import rehearsal_settings, warm_up, warmup_transactions
 
 pytestmark = pytest.mark.integration
 
