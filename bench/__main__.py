@@ -83,6 +83,10 @@ def main(argv=None) -> int:
                         default=list(suites.LATENCY_VARIANTS), help="variants of the latency benchmark")
     parser.add_argument("--demo-rates", type=int, nargs="+", help="rates of the demo benchmark in tx/s")
     parser.add_argument("--demo-duration", type=float, help="seconds of traffic per demo run")
+    parser.add_argument("--demo-variants", nargs="+", choices=demo_latency.VARIANTS,
+                        default=list(demo_latency.DEFAULT_VARIANTS),
+                        help="variants of the demo benchmark, alternated (default: local untuned)")
+    parser.add_argument("--demo-repeats", type=int, default=1, help="runs of each demo variant per rate")
     parser.add_argument("--spark-variants", nargs="+", choices=list(suites.SPARK_VARIANTS),
                         help="Spark variants of the pipeline benchmark (default: all)")
     parser.add_argument("--spark-timeout", type=float, help="cap in seconds per Spark variant")
@@ -147,7 +151,8 @@ def main(argv=None) -> int:
                         results["benchmarks"]["latency"] = suites.bench_latency(run, args.latency_variants)
                     elif name == "demo":
                         results["benchmarks"]["demo"] = demo_latency.bench_demo(
-                            run, args.demo_rates or sizes.demo_rates, args.demo_duration or sizes.demo_duration_s)
+                            run, args.demo_rates or sizes.demo_rates, args.demo_duration or sizes.demo_duration_s,
+                            tuple(args.demo_variants), args.demo_repeats)
                     elif name == "exactly-once":
                         pipe = results["benchmarks"].get("pipeline")
                         from_pipe = suites.exactly_once_from_pipeline(pipe) if pipe else None

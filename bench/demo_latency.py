@@ -4,9 +4,14 @@ Each point is a whole ``python -m demo`` run (all five detectors, the exactly-on
 letters, the Faust services, the simulator's traffic on wall-clock event time) and its report's
 figures: latency from a transaction entering Kafka to its alert being committed, per detector; the
 consumer lag in each half of the traffic; the last alert's delay after the traffic; where each
-query's batch time went; precision and recall. The layouts alternate at each rate, so both see the
-same machine state: ``groups`` (the default, ``FRAUD_DETECTOR_GROUPS``) and ``per_query`` (one query
-per detector, the layout before the groups).
+query's batch time went; precision and recall. The variants alternate at each rate and repeat
+(``--demo-repeats``), so each sees the same machine state as the others:
+
+- ``local`` and ``untuned`` (the default pair): the local profile in force (``common.settings.LOCAL_PROFILE``,
+  the demo's rehearsal) against none of it (``FRAUD_PROFILE=cluster`` on the same ``local[2]`` master,
+  no rehearsal): what the 2-core workarounds buy together.
+- ``groups`` and ``per_query``: the default query layout (``FRAUD_DETECTOR_GROUPS``) against one query
+  per detector.
 """
 
 from __future__ import annotations
@@ -17,15 +22,20 @@ from pathlib import Path
 from common.settings import get_settings
 from detectors import registry
 
-LAYOUTS = ("groups", "per_query")
+VARIANTS = ("local", "untuned", "groups", "per_query")
+DEFAULT_VARIANTS = ("local", "untuned")
 DETECTORS = ("double_swipe", "impossible_travel", "amount_anomaly", "velocity", "ml_score")
 
 
-def layout_groups(layout: str) -> str:
-    """The ``FRAUD_DETECTOR_GROUPS`` value of a layout (a one-member group is a query of its own)."""
-    if layout == "groups":
-        return get_settings().detector_groups
-    return ";".join(f"{name}={name}" for name in registry.names())
+def variant_run(variant: str) -> tuple[dict[str, str], list[str]]:
+    """The environment and the extra ``python -m demo`` options of a variant."""
+    if variant == "untuned":
+        return {"FRAUD_PROFILE": "cluster"}, ["--warmup", "0"]
+    if variant == "per_query":      # a one-member group is a query of its own
+        return {"FRAUD_DETECTOR_GROUPS": ";".join(f"{name}={name}" for name in registry.names())}, []
+    if variant == "groups":
+        return {"FRAUD_DETECTOR_GROUPS": get_settings().detector_groups}, []
+    return {"FRAUD_PROFILE": "local"}, []
 
 
 def figures(report: dict) -> dict:
@@ -53,25 +63,36 @@ def detector_cpu_per_thousand(point: dict) -> float | None:
     return round(1000 * cpu / count, 2) if cpu is not None and count else None
 
 
-def bench_demo(run, rates: list[int], duration_s: float) -> dict:
-    """``{rate: {layout: figures}}``; a layout that fails at a rate records its error and goes on."""
+def run_order(variants: tuple[str, ...], repeats: int) -> list[tuple[str, int]]:
+    """(variant, repeat) in the order they run: the variants alternate, each pair in the other order
+    than the one before, so a trend in the machine's state weighs on every variant alike."""
+    order = []
+    for k in range(repeats):
+        order += [(v, k + 1) for v in (variants if k % 2 == 0 else tuple(reversed(variants)))]
+    return order
+
+
+def bench_demo(run, rates: list[int], duration_s: float, variants: tuple[str, ...] = DEFAULT_VARIANTS,
+               repeats: int = 1) -> dict:
+    """``{rate: {"variant#k": figures}}``; a run that fails records its error and the others go on."""
     results: dict[str, dict] = {}
-    for i, rate in enumerate(rates):
-        per_layout: dict[str, dict] = {}
-        for layout in (LAYOUTS if i % 2 == 0 else tuple(reversed(LAYOUTS))):
-            run.set_phase(f"demo: {layout} at {rate:,} tx/s for {duration_s:.0f} s")
-            out = run.out_dir / "demo" / f"{layout}-{rate}"
-            child = run.child(f"demo-{layout}-{rate}",
+    for rate in rates:
+        points: dict[str, dict] = {}
+        for variant, k in run_order(variants, repeats):
+            label = f"{variant}#{k}"
+            run.set_phase(f"demo: {label} at {rate:,} tx/s for {duration_s:.0f} s")
+            out = run.out_dir / "demo" / f"{variant}-{k}-{rate}"
+            env, extra = variant_run(variant)
+            child = run.child(f"demo-{variant}-{k}-{rate}",
                               ["-m", "demo", "--duration", str(duration_s), "--rate", str(rate), "--no-live",
-                               "--drain-timeout", "600", "--out", str(out)],
-                              env={"FRAUD_DETECTOR_GROUPS": layout_groups(layout)})
+                               "--drain-timeout", "600", "--out", str(out), *extra], env=env)
             try:
-                run.wait_exit(child, duration_s + 900, f"the demo ({layout}, {rate} tx/s)")
-                per_layout[layout] = figures(json.loads((out / "report.json").read_text()))
+                run.wait_exit(child, duration_s + 900, f"the demo ({label}, {rate} tx/s)")
+                points[label] = figures(json.loads((out / "report.json").read_text()))
             except Exception as error:  # keep the other points
-                per_layout[layout] = {"error": str(error)[-1500:]}
-            run.log(f"    {layout:<10} {rate:>6,}/s: " + summary_line(per_layout[layout]))
-        results[str(rate)] = per_layout
+                points[label] = {"error": str(error)[-1500:]}
+            run.log(f"    {label:<12} {rate:>6,}/s: " + summary_line(points[label]))
+        results[str(rate)] = points
     return results
 
 
@@ -86,14 +107,14 @@ def summary_line(point: dict) -> str:
 
 def markdown(demo: dict) -> list[str]:
     """The section of results.md: p99 per detector per layout and rate, lag, last alert, quality."""
-    lines = ["## make demo at several rates: both query layouts side by side",
+    lines = ["## make demo at several rates: the variants side by side, in the order they ran",
              "",
              "Each cell: a whole `python -m demo` run; p99 latency from a transaction entering Kafka to its alert "
              "being committed (s), in brackets over the alerts of the traffic's second half (the job's JVM warm), "
              "consumer lag max in the traffic's first → second half (records), the last alert's delay after the "
              "traffic (s).",
              "",
-             "| rate (tx/s) | layout | " + " | ".join(f"{d} p99" for d in DETECTORS) + " | lag 1st → 2nd half | last alert (s) | "
+             "| rate (tx/s) | variant | " + " | ".join(f"{d} p99" for d in DETECTORS) + " | lag 1st → 2nd half | last alert (s) | "
              "recall (min over detectors) | detector job CPU s per 1,000 tx |",
              "|---:|---|" + "---:|" * len(DETECTORS) + "---|---:|---:|---:|"]
     for rate, layouts in demo.items():
@@ -127,14 +148,15 @@ def plot(demo: dict, out_dir: Path) -> str | None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(8, 5))
-    for layout, style in zip(LAYOUTS, ("-o", "--s")):
+    labels = sorted({label for layouts in demo.values() for label in layouts})
+    for label, style in zip(labels, ("-o", "--s", ":^", "-.v") * 8):
         for name in DETECTORS:
-            points = [(int(rate), layouts[layout]["latency_by_detector"][name]["p99"])
+            points = [(int(rate), layouts[label]["latency_by_detector"][name]["p99"])
                       for rate, layouts in demo.items()
-                      if "error" not in layouts.get(layout, {"error": 1})
-                      and layouts[layout]["latency_by_detector"].get(name, {}).get("p99") is not None]
+                      if "error" not in layouts.get(label, {"error": 1})
+                      and layouts[label]["latency_by_detector"].get(name, {}).get("p99") is not None]
             if points:
-                ax.plot(*zip(*sorted(points)), style, label=f"{name} ({layout})")
+                ax.plot(*zip(*sorted(points)), style, label=f"{name} ({label})")
     ax.axhline(2.0, color="grey", linewidth=0.8)
     ax.axhline(5.0, color="grey", linewidth=0.8, linestyle=":")
     ax.set_xlabel("offered load (tx/s)")

@@ -20,3 +20,20 @@ def test_a_cell_gives_the_whole_run_and_the_second_half():
 def test_an_older_point_without_the_second_half_shows_its_p99_alone():
     assert latency_cell({"p99": 3.0}) == "3.0"
     assert latency_cell({}) == "–"
+
+
+def test_variants_alternate_each_pair_in_the_other_order():
+    from bench.demo_latency import run_order
+
+    assert run_order(("local", "untuned"), 3) == [("local", 1), ("untuned", 1), ("untuned", 2), ("local", 2),
+                                                  ("local", 3), ("untuned", 3)]
+
+
+def test_the_untuned_variant_turns_the_local_profile_and_the_rehearsal_off():
+    from bench.demo_latency import variant_run
+    from common.settings import Settings
+
+    env, extra = variant_run("untuned")
+    assert extra == ["--warmup", "0"]
+    assert Settings.from_env(environ={**env, "FRAUD_SPARK_MASTER": "local[2]"}).active_profile == "cluster"
+    assert Settings.from_env(environ=variant_run("local")[0]).active_profile == "local"
