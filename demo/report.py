@@ -52,6 +52,8 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
         alerts = list(monitor.alerts)
         latencies = sorted(monitor.latencies)
         lag = list(monitor.lag_samples)
+        by_detector = {name: list(zip(monitor.ingested_by_detector[name], committed))
+                       for name, committed in monitor.committed_by_detector.items()}
     labels = load_labels(labels_path) if labels_path.exists() else {}
     detectors = registry.resolve(list(getattr(args, "detectors", None) or ()))
     quality = score(detectors, alerts, labels)
@@ -82,7 +84,7 @@ def write_report(out: Path, settings: Settings, labels_path: Path, monitor: Pipe
     }
     (out / "report.json").write_text(json.dumps(report, indent=2))
     (out / "alerts.jsonl").write_text("".join(json.dumps(a) + "\n" for a in alerts))
-    _plots(out, latencies, alerts)
+    _plots(out, by_detector, lag, traffic_started, alerts)
     text = _markdown(report)
     (out / "report.md").write_text(text)
     report["summary_text"] = _summary(report)
@@ -183,19 +185,36 @@ def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.2f} %" if whole else "-"
 
 
-def _plots(out: Path, latencies: list[float], alerts: list[dict]) -> None:
+def _plots(out: Path, by_detector: dict[str, list[tuple[float, float]]], lag: list[tuple[float, int]],
+           traffic_started: float, alerts: list[dict]) -> None:
+    """latency.png: each detector's alerts (latency against when their transaction came in) beside its
+    target, and the consumer lag below on the same time axis, so a late detector shows where and when."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from collections import Counter
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    if latencies:
-        ax.hist(latencies, bins=40, color="#3b6ea5")
-    ax.set_xlabel("seconds from transaction into Kafka to alert written")
-    ax.set_ylabel("alerts")
-    ax.set_title("End-to-end latency")
+    names = sorted(by_detector)
+    fig, axes = plt.subplots(len(names) + 1, 1, figsize=(7, 1.6 * (len(names) + 1) + 0.6), sharex=True, squeeze=False)
+    axes = axes[:, 0]
+    for ax, name in zip(axes, names):
+        points = sorted(by_detector[name])
+        target = latency_target(name)
+        if points:
+            ax.plot([t - traffic_started for t, _ in points], [lat for _, lat in points], ".", markersize=3,
+                    color="#3b6ea5")
+        ax.axhline(target, color="#a53b3b", linewidth=0.9, linestyle="--")
+        late = sum(1 for _, lat in points if lat > target)
+        ax.set_title(f"{name}: {late} of {len(points)} alerts over the {target:g} s target", fontsize=8, loc="left")
+        ax.set_ylabel("s", fontsize=8)
+        ax.tick_params(labelsize=7)
+    lag_ax = axes[-1]
+    if lag:
+        lag_ax.plot([at - traffic_started for at, _ in lag], [n for _, n in lag], color="#555555", linewidth=0.9)
+    lag_ax.set_title("consumer lag of the slowest query (records)", fontsize=8, loc="left")
+    lag_ax.set_xlabel("seconds since the traffic started (when the transaction entered Kafka)", fontsize=8)
+    lag_ax.tick_params(labelsize=7)
     fig.tight_layout()
     fig.savefig(out / "latency.png", dpi=110)
     plt.close(fig)
