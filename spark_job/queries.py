@@ -28,7 +28,7 @@ from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from spark_job.codegen import CodegenByBatchSize
 from spark_job.dead_letters import dlq_hash_key, dlq_values
-from spark_job import query_names
+from spark_job import checkpoint_members, query_names
 from spark_job.options import SINKS, QueryPlan, RunOptions, plan_queries
 from spark_job.parsing import RAW_COLUMNS, invalid_records, valid_transactions, with_validation
 from spark_job.writer_closing import close_when_query_ends
@@ -151,7 +151,10 @@ def query_name(detector: Detector) -> str:
 
 def start_planned_query(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detector], settings: Settings,
                         options: RunOptions, rows: DataFrame | None = None):
-    """Start the query of ``plan`` (its ``planned_rows``, built now unless given)."""
+    """Start the query of ``plan`` (its ``planned_rows``, built now unless given), once its checkpoint is
+    known to fit the plan's detectors (``spark_job.checkpoint_members``)."""
+    checkpoint_members.check(plan.name, list(plan.detectors),
+                             checkpoint_location(options.checkpoint_root or settings.checkpoint_root, plan.name))
     if rows is None:
         rows = planned_rows(spark, plan, detectors, settings, options)
     return start_query(rows, plan.name, settings, options, plan.trigger_seconds)
