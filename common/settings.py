@@ -199,7 +199,14 @@ class Settings:
         return "local" if self.spark_master.startswith("local") else "cluster"
 
     def replace(self, **changes: Any) -> "Settings":
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes``; one that moves it to the other profile (a cluster's master) takes that
+        profile's values too, except where a value was set by hand."""
+        changed = dataclasses.replace(self, **changes)
+        if changed.active_profile == self.active_profile:
+            return changed
+        return dataclasses.replace(changed, **{
+            f.name: changed._profile_value(f) for f in dataclasses.fields(self)
+            if f.name in LOCAL_PROFILE and f.name not in changes and getattr(self, f.name) == self._profile_value(f)})
 
     @property
     def kafka_host(self) -> str:

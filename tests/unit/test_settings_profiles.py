@@ -66,3 +66,14 @@ def test_a_child_given_another_master_gets_that_masters_profile():
     child = Settings.from_env(environ={**env, "FRAUD_SPARK_MASTER": "spark://m:7077"})
     assert child.active_profile == "cluster" and child.spark_shuffle_partitions == 0
     assert Settings.from_env(environ=env) == local
+
+
+def test_settings_pointed_at_a_cluster_take_its_profile_and_keep_what_was_set_by_hand():
+    from deploy.cluster import cluster_settings
+
+    local = Settings.from_env(environ={"FRAUD_SPARK_MASTER": "local[2]", "FRAUD_SPARK_GC": "Serial"})
+    clustered = cluster_settings(local)
+    assert clustered.active_profile == "cluster"
+    assert clustered.spark_shuffle_partitions == 0 and clustered.spark_checkpoint_file_manager == ""
+    assert clustered.spark_gc == "Serial"
+    assert "FRAUD_SPARK_SHUFFLE_PARTITIONS" not in clustered.to_env()
