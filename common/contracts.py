@@ -1,7 +1,9 @@
 """The event contracts of docs/architecture.md ("Contracts") in plain Python: what every component checks against.
 
-``validate_transaction`` is the specification of a valid transaction. The Spark runner implements the
-same rules natively (``spark_job/parsing.py``) and a property-based test holds the two to agreement.
+``decode_transaction`` (with ``validate_transaction``) is the one specification of a valid transaction.
+The detector job runs its Java twin (``fraud.spark.TransactionValidation`` in ``spark_job/jvm``, wired by
+``spark_job/parsing.py``), and ``tests/integration/test_dlq.py`` generates records with hypothesis and
+holds the twin to this file: change a rule here, then there, and that test says where they differ.
 """
 
 from __future__ import annotations
