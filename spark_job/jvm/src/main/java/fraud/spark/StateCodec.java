@@ -36,24 +36,34 @@ import scala.collection.immutable.ArraySeq;
  *
  * <p>Decoded rows are what Spark's row encoder would hand over: arrays as Scala sequences, structs as rows,
  * a timestamp as the Java type it was given in ({@code java.sql.Timestamp} or {@code Instant}).
+ *
+ * <p>Layout: the format byte, then (format 2) the fingerprint of the state schema, then the fields. Spark
+ * sees only a binary column, so it cannot tell that a checkpoint's state was written for other columns
+ * (a detector that now carries another set): the fingerprint does, and such a state, or one cut short,
+ * stops the query with one line saying to start it from a new checkpoint instead of being misread.
+ * Format 1 (no fingerprint) is still read.
  */
 final class StateCodec implements Serializable {
     private static final long serialVersionUID = 1L;
-    private static final byte FORMAT = 1;             // first byte of every packed state
+    private static final byte FORMAT = 2;             // first byte of every packed state
+    private static final byte FORMAT_WITHOUT_FINGERPRINT = 1;
     private static final byte SQL_TIMESTAMP = 0;
     private static final byte INSTANT = 1;
 
     private final StructType schema;
+    private final int fingerprint;
 
     StateCodec(StructType schema) {
         check(schema, "state");
         this.schema = schema;
+        this.fingerprint = schema.catalogString().hashCode();
     }
 
     byte[] encode(Row row) {
         ByteArrayOutputStream bytes = new ByteArrayOutputStream(256);
         try (DataOutputStream out = new DataOutputStream(bytes)) {
             out.writeByte(FORMAT);
+            out.writeInt(fingerprint);
             writeStruct(out, schema, row);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -64,14 +74,40 @@ final class StateCodec implements Serializable {
     Row decode(byte[] packed) {
         try (DataInputStream in = new DataInputStream(new ByteArrayInputStream(packed))) {
             byte format = in.readByte();
-            if (format != FORMAT) {
-                throw new IllegalStateException("keyed operator state in format " + format + ", this job reads "
-                        + FORMAT + ": start the query from a new checkpoint");
+            if (format != FORMAT && format != FORMAT_WITHOUT_FINGERPRINT) {
+                throw unreadable("in format " + format + ", this job reads " + FORMAT);
             }
-            return readStruct(in, schema);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            if (format == FORMAT && in.readInt() != fingerprint) {
+                throw unreadable("written for other columns than this job's " + schema.catalogString());
+            }
+            Row row = readStruct(in, schema);
+            if (in.available() > 0) {
+                throw unreadable("longer than its columns " + schema.catalogString());
+            }
+            return row;
+        } catch (IOException | RuntimeException e) {
+            if (e instanceof IllegalStateException known && known.getMessage().startsWith(UNREADABLE)) {
+                throw known;
+            }
+            throw unreadable("not readable as " + schema.catalogString() + " (" + e + ")");
         }
+    }
+
+    private static final String UNREADABLE = "keyed operator state in the checkpoint ";
+
+    private static IllegalStateException unreadable(String why) {
+        return new IllegalStateException(UNREADABLE + why + ": start the query from a new checkpoint");
+    }
+
+    /** {@code row} encoded and decoded again, for tests from Python (a codec's round trip). */
+    static Row roundTrip(StructType schema, Row row) {
+        StateCodec codec = new StateCodec(schema);
+        return codec.decode(codec.encode(row));
+    }
+
+    /** Decode {@code packed}, written by a codec of {@code written}, with one of {@code reading}: for tests. */
+    static Row readAs(StructType written, StructType reading, Row row) {
+        return new StateCodec(reading).decode(new StateCodec(written).encode(row));
     }
 
     private static void check(DataType type, String where) {
