@@ -97,7 +97,7 @@ def read_once(checked: DataFrame, settings: Settings) -> DataFrame:
     record = F.struct(F.col("_reason"), *[F.col(name) for name in TRANSACTION_SCHEMA.fieldNames()],
                       *[F.when(invalid, F.col(name)).alias(name) for name in RAW_COLUMNS if name != "key"])
     return (checked.select("key", record.alias("_record"))
-            .repartition(settings.spark_shuffle_partitions, "key")
+            .repartition("key")          # into spark.sql.shuffle.partitions: the checkpoint's, on a restart
             .select("key", "_record.*"))
 
 
@@ -111,7 +111,8 @@ def detector_input(once: DataFrame, detector: Detector, settings: Settings) -> D
     detectors run in the stage that reads the shared exchange. Measured in docs/performance.md.
     """
     transactions = valid_transactions(once).withWatermark("event_time", detector.watermark)
-    return transactions.coalesce(1) if settings.spark_shuffle_partitions == 1 else transactions
+    single = once.sparkSession.conf.get("spark.sql.shuffle.partitions") == "1"
+    return transactions.coalesce(1) if single else transactions
 
 
 def detector_alerts(once: DataFrame, detector: Detector, settings: Settings, muted: bool = False) -> DataFrame:
