@@ -67,8 +67,8 @@ class Settings:
     dashboard_allowed_hosts: str = _env("FRAUD_DASHBOARD_ALLOWED_HOSTS", "")
 
     # --- The detector job ------------------------------------------------------------------------
-    # Detectors sharing a query pay its per-batch costs once (docs/performance.md, "Real time"); a
-    # detector in no group runs in a query of its own. python -m detectors run --groups overrides it.
+    # Detectors sharing a query pay its per-batch costs once (docs/performance.md, "Choices that shaped the
+    # job"); a detector in no group runs in a query of its own. python -m detectors run --groups overrides it.
     detector_groups: str = _env("FRAUD_DETECTOR_GROUPS",
                                 "rules=double_swipe,impossible_travel,amount_anomaly,velocity;ml=ml_score")
     # A group's query starts a micro-batch every so many seconds instead of as soon as the last one ended:
@@ -77,7 +77,7 @@ class Settings:
     detector_group_triggers: str = _env("FRAUD_DETECTOR_GROUP_TRIGGERS", "ml=3")
     # Seconds the detector job rehearses its queries on throw-away topics with sample transactions before
     # its own start (spark_job/warmup.py), so the first live batches do not pay the JVM's and the Python
-    # workers' first runs (docs/performance.md). 0: none; make demo sets 60.
+    # workers' first runs (docs/performance.md, "A warm job"). 0: none; make demo sets 60.
     detector_warmup_s: float = _env("FRAUD_DETECTOR_WARMUP_S", 0.0)
     # Records a detector query reads per micro-batch at most (Spark's maxOffsetsPerTrigger). Behind
     # (after a restart), larger batches cost less per record; a smaller bound commits sooner but cuts the

@@ -30,7 +30,7 @@ from demo.monitor import PipelineMonitor
 DEMO_SCENARIOS = ("amount_over_220=1",)
 # The rate of the measured curve at which the five detectors come nearest their latency targets on two
 # cores, and two minutes because the Spark JVM's first minute is spent compiling (docs/performance.md,
-# "the rate curve"; the report gives the traffic's second half apart). `--rate 1000` shows throughput.
+# "Real time in make demo"; the report gives the traffic's second half apart). `--rate 1000` shows throughput.
 DEFAULT_RATE = 50
 DEFAULT_DURATION_S = 120
 # The simulated world grows with the rate (customers per transaction per second), so a simulated day

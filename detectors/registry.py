@@ -8,7 +8,7 @@ The order is the order of the shared query's branches (``python -m detectors run
 order is how Spark schedules them: after the scan and validation, each detector's stateful work is one
 task of one stage, and the stage's tasks start in branch order, two at a time on two cores. Longest
 first keeps both cores busy to the end of the batch, so the two pair detectors come first, then the per-key
-histories scored in pandas, then the window aggregation: on 200,000-record batches of all four built-ins the other
+histories scored in pandas, then velocity's bursts: on 200,000-record batches of all four built-ins the other
 order left a core idle for ~3 s a batch (docs/performance.md). Put an expensive new detector early.
 
 A detector that needs something besides the stream (``ml_score``: a trained model) defines

@@ -2,9 +2,9 @@
 
 ::
 
-    transactions ──► parse + validate ──► invalid ──► dlq query ─────────────► transactions.dlq
+    transactions ──► parse + validate ──► invalid ──► dead letters ──────────► transactions.dlq
                                      └──► valid ──► withWatermark ──► detector ──► alerts
-                                                                   (one query per detector)
+                                                   (one query per group of detectors)
 
 Which detectors share a query is ``spark_job.options.plan_queries``: by default the groups of the
 setting ``FRAUD_DETECTOR_GROUPS`` (the rule detectors and the dead letters in one query, ``ml_score`` in
