@@ -17,7 +17,7 @@ stateless, so it needs no state bound at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -28,8 +28,9 @@ from detectors.ops import keep
 
 @dataclass(frozen=True)
 class Params:
-    # One typed field per knob, each with the reason for its default (analysts tune these in backtests).
-    min_amount: float = 2000.0
+    # One typed field per knob, each with the reason for its default (analysts tune these in backtests),
+    # and for a number its range: `python -m detectors params set` refuses anything outside it.
+    min_amount: float = field(default=2000.0, metadata={"range": (1.0, 1_000_000.0)})
     """Why this default: <e.g. above the 99.9th percentile of legitimate purchases in this category>."""
 
     mccs: tuple[str, ...] = ("6051", "4829")
