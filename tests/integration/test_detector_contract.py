@@ -17,6 +17,7 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from common.contracts import alert_id, parse_event_time
 from detectors import harness, registry, samples
 from detectors.base import ALERT_SCHEMA, TRIGGER_COLUMNS
+from producers.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.usefixtures("model_registry")
 
@@ -87,6 +88,10 @@ def test_declaration(detector):
     assert detector.watermark.split()[0].isdigit(), "watermark is a delay such as '2 minutes'"
     assert detector.params.__dataclass_params__.frozen, "params must be a frozen dataclass"
     assert detector.scenarios, "name the simulator scenario(s) the detector is meant to catch"
+    known = [s.name for s in SCENARIOS if s.fraud]
+    unknown = [name for name in detector.scenarios if name not in known]
+    assert not unknown, (f"{detector.name} declares {', '.join(unknown)}, not a fraud scenario of the simulator "
+                         f"(producers/scenarios.py): {', '.join(known)}")
 
 
 @pytest.mark.parametrize("detector", DETECTORS, ids=lambda d: d.name)
