@@ -20,7 +20,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,40}$")
 IMPORT_MARK = "# make new-detector adds its import above this line\n"
 ENTRY_MARK = "        # make new-detector adds its detector above this line\n"
 
-TEST_SKELETON = '''"""Tests of the __NAME__ detector. The shared contract suite covers it too once it is registered."""
+TEST_SKELETON = '''"""Tests of the __NAME__ detector. The shared contract suite covers it too: it is registered."""
 
 from __future__ import annotations
 
