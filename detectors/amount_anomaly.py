@@ -35,7 +35,7 @@ joins the history in arrival order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import numpy as np
@@ -50,32 +50,32 @@ from detectors.ops import with_history
 
 @dataclass(frozen=True)
 class AmountAnomalyParams:
-    history_size: int = 40
+    history_size: int = field(default=40, metadata={"range": (5, 500)})
     """Forty purchases span weeks for a typical card: recent enough to follow changing habits, enough
     for a stable median; and the per-card state stays a 40-element array."""
 
-    min_history: int = 10
+    min_history: int = field(default=10, metadata={"range": (1, 500)})
     """Below ten earlier purchases in the history (rapid repeats count once, see
     ``history_min_gap_seconds``) a median/MAD is too noisy to call anything far outside it."""
 
-    min_robust_z: float = 6.0
+    min_robust_z: float = field(default=6.0, metadata={"range": (1.0, 100.0)})
     """Six robust standard deviations: far beyond the 3-3.5 used for outliers in clean data, because
     purchase amounts are heavy-tailed."""
 
-    min_ratio: float = 6.0
+    min_ratio: float = field(default=6.0, metadata={"range": (1.0, 1000.0)})
     """A stolen card is drained with amounts an order of magnitude above the usual; 6x leaves margin
     below that while ignoring the occasional bigger shop (2-4x)."""
 
-    min_amount: float = 25.0
+    min_amount: float = field(default=25.0, metadata={"range": (0.0, 100_000.0)})
     """An anomaly below this costs the holder less than an analyst's minute; not worth an alert."""
 
-    min_relative_scale: float = 0.1
+    min_relative_scale: float = field(default=0.1, metadata={"range": (0.0, 1.0)})
     """The scale is at least 10% of the median: cards paying nearly constant amounts have MAD ~ 0."""
 
-    min_scale: float = 1.0
+    min_scale: float = field(default=1.0, metadata={"range": (0.01, 1000.0)})   # never 0: it divides
     """And at least one currency unit, for the same reason on tiny amounts."""
 
-    history_min_gap_seconds: float = 120.0
+    history_min_gap_seconds: float = field(default=120.0, metadata={"range": (0.0, 86_400.0)})
     """An amount joins the history only if it comes at least two minutes after the card's previous
     transaction. People do not shop twice within two minutes; card-testing scripts (5-12 charges under
     3.00, seconds apart), terminal retries and double swipes do. Without this rule a card-testing burst
@@ -84,7 +84,7 @@ class AmountAnomalyParams:
     transactions). It also keeps a fraudster from dragging the median down with a quick series of tiny
     charges before a large one. Only the first charge of a burst is learnt."""
 
-    history_ttl_hours: float = 24.0 * 30
+    history_ttl_hours: float = field(default=24.0 * 30, metadata={"range": (1.0, 24.0 * 366)})
     """A card's history is forgotten after 30 days without a transaction (event time): that bounds the
     state to the cards active in the last month."""
 

@@ -16,7 +16,7 @@ window give three pairs (1-2, 1-3, 2-3): every duplicate is named, at the cost o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -27,11 +27,12 @@ from detectors.ops import keep, pairs_within
 
 @dataclass(frozen=True)
 class DoubleSwipeParams:
-    max_gap_seconds: float = 60.0
+    max_gap_seconds: float = field(default=60.0, metadata={"range": (1.0, 3600.0)})
     """A terminal or gateway retry lands within seconds; a minute covers slow retries, while a real
-    second purchase of the exact same amount at the same merchant is rarely that quick."""
+    second purchase of the exact same amount at the same merchant is rarely that quick. At most an hour: a
+    repeat later than that is a new purchase, and the pair state holds gap + watermark."""
 
-    min_amount: float = 0.0
+    min_amount: float = field(default=0.0, metadata={"range": (0.0, 100_000.0)})
     """Every amount counts by default: even small duplicate charges are real money to the holder."""
 
 

@@ -24,7 +24,7 @@ transaction); evidence: ``km``, ``hours``, ``kmh``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -37,21 +37,21 @@ EARTH_RADIUS_KM = 6371.0088
 
 @dataclass(frozen=True)
 class ImpossibleTravelParams:
-    max_kmh: float = 1000.0
+    max_kmh: float = field(default=1000.0, metadata={"range": (100.0, 5000.0)})
     """Airliners cruise at 800-950 km/h: nothing faster is travel, even with a tail wind."""
 
-    min_km: float = 300.0
+    min_km: float = field(default=300.0, metadata={"range": (0.0, 20_000.0)})   # half the Earth's circumference
     """Below this, coordinates of terminals and acquirers are too rough (and a fast train or a short
     flight with a tight schedule plausible) to call it impossible."""
 
-    max_gap_hours: float = 4.0
+    max_gap_hours: float = field(default=4.0, metadata={"range": (0.1, 24.0)})
     """How far back a use is compared: 4 h of card-present history per card covers every jump up to
-    4,000 km and keeps the pair state small."""
+    4,000 km and keeps the pair state small; a day of it per card is the most worth holding."""
 
-    min_hours: float = 1.0 / 3600
+    min_hours: float = field(default=1.0 / 3600, metadata={"range": (1e-6, 1.0)})
     """Gaps are floored at one second so simultaneous uses give a finite (huge) speed."""
 
-    channels: tuple[str, ...] = ("pos", "atm")
+    channels: tuple[str, ...] = field(default=("pos", "atm"), metadata={"choices": ("pos", "ecom", "atm")})
     """Only card-present channels have a meaningful terminal location."""
 
 

@@ -48,11 +48,11 @@ class MLScoreParams:
     model: str = "latest"
     """Registry reference used when no artifact is given: ``latest``, a model name or a version id."""
 
-    threshold: float | None = None
+    threshold: float | None = field(default=None, metadata={"range": (0.0, 1.0)})
     """None: the artifact's threshold, chosen on validation data to maximise F1. Set it to trade
     precision for recall without retraining."""
 
-    top_features: int = 3
+    top_features: int = field(default=3, metadata={"range": (1, 24)})   # the model has 24
     """How many of the features that drove the score go into the evidence (and the reason)."""
 
     artifact: object = field(default=None, compare=False, repr=False)

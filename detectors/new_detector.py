@@ -1,8 +1,8 @@
 """Start a new detector from the template: ``python -m detectors.new_detector NAME`` (``make new-detector NAME=...``).
 
 Writes ``detectors/NAME.py`` (a copy of ``detectors/template.py``) and
-``tests/integration/test_detector_NAME.py`` (a test skeleton), refuses to overwrite anything, and prints
-the line to add to ``detectors/registry.py``.
+``tests/integration/test_detector_NAME.py`` (a test skeleton), registers the detector at the end of
+``REGISTRY`` in ``detectors/registry.py``, and refuses to overwrite anything.
 """
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]{1,40}$")
+# The scaffold writes the registration into registry.py (rather than the registry discovering modules):
+# the registry stays one explicit, ordered list, and the order is the shared query's branch order.
+IMPORT_MARK = "# make new-detector adds its import above this line\n"
+ENTRY_MARK = "        # make new-detector adds its detector above this line\n"
 
-TEST_SKELETON = '''"""Tests of the __NAME__ detector. The shared contract suite covers it too once it is registered."""
+TEST_SKELETON = '''"""Tests of the __NAME__ detector. The shared contract suite covers it too: it is registered."""
 
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ def test_streaming_gives_the_same_alerts(spark, tmp_path):
 '''
 
 
-def create(name: str, root: Path = ROOT) -> tuple[Path, Path, str]:
+def create(name: str, root: Path = ROOT) -> tuple[Path, Path]:
     if not NAME_RE.match(name) or keyword.iskeyword(name):
         raise ValueError(f"detector name must be a lower-case Python identifier (a-z, 0-9, _): {name!r}")
     module = root / "detectors" / f"{name}.py"
@@ -55,12 +59,18 @@ def create(name: str, root: Path = ROOT) -> tuple[Path, Path, str]:
     for path in (module, test):
         if path.exists():
             raise FileExistsError(f"{path.relative_to(root)} exists already")
+    registry = root / "detectors" / "registry.py"
+    registered = registry.read_text(encoding="utf-8")
+    for mark, line in ((IMPORT_MARK, f"from detectors import {name}\n"), (ENTRY_MARK, f"        {name}.DETECTOR,\n")):
+        if registered.count(mark) != 1:
+            raise ValueError(f"detectors/registry.py has lost the line {mark.strip()!r}: register {name} by hand")
+        registered = registered.replace(mark, line + mark)
     template = (root / "detectors" / "template.py").read_text(encoding="utf-8")
     module.write_text(template.replace("__NAME__", name), encoding="utf-8")
     test.parent.mkdir(parents=True, exist_ok=True)
     test.write_text(TEST_SKELETON.replace("__NAME__", name), encoding="utf-8")
-    registration = f"from detectors import {name}   # then add {name}.DETECTOR to REGISTRY"
-    return module, test, registration
+    registry.write_text(registered, encoding="utf-8")
+    return module, test
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", help="the detector's name, a Python identifier such as large_cash_out")
     args = parser.parse_args(argv)
     try:
-        module, test, registration = create(args.name)
+        module, test = create(args.name)
     except (ValueError, FileExistsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     print(f"created {module.relative_to(ROOT)}\ncreated {test.relative_to(ROOT)}\n"
-          f"now register it in detectors/registry.py:\n    {registration}\n"
-          f"and run: .venv/bin/python -m pytest {test.relative_to(ROOT)} tests/integration/test_detector_contract.py")
+          f"registered {args.name} at the end of REGISTRY in detectors/registry.py (`python -m detectors list`)\n"
+          f"now run: .venv/bin/python -m pytest {test.relative_to(ROOT)} tests/integration/test_detector_contract.py")
     return 0
 
 

@@ -1,8 +1,9 @@
 """The registered detectors: explicit and listable (``python -m detectors list``).
 
-To add a detector: write ``detectors/<name>.py`` exporting ``DETECTOR`` (copy ``detectors/template.py``),
-import it below and add it to ``REGISTRY``. Every detector listed here is put through the shared contract
-suite (``tests/integration/test_detector_contract.py``) automatically.
+To add a detector: ``make new-detector NAME=<name>`` writes ``detectors/<name>.py`` from
+``detectors/template.py`` and registers it below, at the end of ``REGISTRY`` (or write one exporting
+``DETECTOR``, import it and add it to ``REGISTRY``). Every detector listed here is put through the shared
+contract suite (``tests/integration/test_detector_contract.py``) automatically.
 
 The order is the order of the shared query's branches (``python -m detectors run --shared``), and that
 order is how Spark schedules them: after the scan and validation, each detector's stateful work is one
@@ -23,6 +24,7 @@ from typing import Sequence
 
 from detectors import amount_anomaly, double_swipe, impossible_travel, ml_score, velocity
 from detectors.base import Detector
+# make new-detector adds its import above this line
 
 REGISTRY: dict[str, Detector] = {
     detector.name: detector
@@ -32,6 +34,7 @@ REGISTRY: dict[str, Detector] = {
         amount_anomaly.DETECTOR,
         ml_score.DETECTOR,
         velocity.DETECTOR,
+        # make new-detector adds its detector above this line
     )
 }
 

@@ -75,6 +75,12 @@ def impossible_travel(card: str, start: datetime, hours: float = 1.0) -> list[di
             txn(card, start + timedelta(hours=hours), 60.0, where=NEW_YORK, merchant_id="m-nyc")]
 
 
+def cash_out(card: str, start: datetime, amount: float = 2500.0) -> list[dict]:
+    """The template's example (detectors/template.py): a large charge at a quasi-cash merchant, here so that
+    a detector fresh from ``make new-detector`` passes the contract suite."""
+    return [txn(card, start, amount, merchant_id="m-exchange", mcc="6051")]
+
+
 # --- look-alikes that must not alert -------------------------------------------------------------
 
 def same_merchant_other_amount(card: str, start: datetime) -> list[dict]:
@@ -107,12 +113,14 @@ def ordinary_day(card: str, start: datetime, count: int = 6) -> list[dict]:
 
 
 def representative() -> list[dict]:
-    """Every fraud pattern once, every look-alike, and ordinary traffic, over ~3 h of event time."""
+    """Every fraud pattern once (the template's cash-out too), every look-alike, and ordinary traffic, over
+    ~3 h of event time."""
     start = T0
     txns = (double_swipe("card-ds", start + timedelta(minutes=20))
             + card_testing("card-ct", start + timedelta(minutes=50))
             + amount_spike("card-as", start)
             + impossible_travel("card-it", start + timedelta(minutes=30))
+            + cash_out("card-co", start + timedelta(minutes=35))
             + same_merchant_other_amount("card-la1", start + timedelta(minutes=25))
             + same_amount_later("card-la2", start + timedelta(minutes=5))
             + plausible_trip("card-la3", start + timedelta(minutes=10))

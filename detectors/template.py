@@ -1,9 +1,11 @@
 """__NAME__: <one line: what pattern this detector finds>.
 
 Copy me: ``make new-detector NAME=my_detector`` (or ``python -m detectors.new_detector my_detector``)
-writes this file as ``detectors/my_detector.py`` and a test as ``tests/integration/test_detector_my_detector.py``.
-Then add ``my_detector.DETECTOR`` to ``REGISTRY`` in ``detectors/registry.py``: from that moment the shared
-contract suite (``tests/integration/test_detector_contract.py``) checks it too. See docs/adding-a-detector.md.
+writes this file as ``detectors/my_detector.py`` and a test as ``tests/integration/test_detector_my_detector.py``,
+and registers ``my_detector.DETECTOR`` in ``detectors/registry.py``: the shared contract suite
+(``tests/integration/test_detector_contract.py``) checks it too. Its input, ``detectors.samples.representative()``,
+holds this example's pattern (``samples.cash_out``): add yours there when you change it.
+See docs/adding-a-detector.md.
 
 Explain here, for the next analyst: the pattern, the Spark operator you chose and why, and what bounds the
 state (every stateful operator must be closed by the watermark: ``detectors.ops.pairs_within``,
@@ -17,7 +19,7 @@ stateless, so it needs no state bound at all.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -28,8 +30,9 @@ from detectors.ops import keep
 
 @dataclass(frozen=True)
 class Params:
-    # One typed field per knob, each with the reason for its default (analysts tune these in backtests).
-    min_amount: float = 2000.0
+    # One typed field per knob, each with the reason for its default (analysts tune these in backtests),
+    # and for a number its range: `python -m detectors params set` refuses anything outside it.
+    min_amount: float = field(default=2000.0, metadata={"range": (1.0, 1_000_000.0)})
     """Why this default: <e.g. above the 99.9th percentile of legitimate purchases in this category>."""
 
     mccs: tuple[str, ...] = ("6051", "4829")
@@ -65,5 +68,5 @@ DETECTOR = Detector(
     watermark="2 minutes",        # how late a transaction may arrive and still count; bounds the state
     params=Params(),
     detect=detect,
-    scenarios=("<simulator scenario it catches>",),
+    scenarios=("compromised_card",),     # the simulator's fraud scenarios it is meant to catch (producers/scenarios.py)
 )

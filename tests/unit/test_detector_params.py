@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 
 import pytest
 
 from common.contracts import ContractError, alert_id, validate_alert
 from common.param_records import ParamRecord, decode_param_record
 from common.settings import Settings
-from detectors import ml_score, velocity, whatif
+from detectors import double_swipe, ml_score, registry, template, velocity, whatif
 from detectors.__main__ import main as detectors_cli
-from detectors.params import ParamError, as_data, from_data, parse_changes, tuned
+from detectors.params import ParamError, as_data, from_data, parse_changes, settable_fields, tuned
 from tests.builders import make_alert
 
 pytestmark = pytest.mark.unit
@@ -46,11 +47,30 @@ def test_anything_else_is_refused_with_one_line(words, message):
     assert str(refused.value) == message
 
 
-def test_a_loaded_model_and_negative_numbers_without_a_range_are_refused():
+def test_a_loaded_model_cannot_be_set():
     with pytest.raises(ParamError, match="'artifact' cannot be set at run time"):
         parse_changes(ml_score.DETECTOR, ["artifact=x"])
-    with pytest.raises(ParamError, match=r"top_features must be within 0 \.\. inf, got -1"):
-        parse_changes(ml_score.DETECTOR, ["top_features=-1"])
+
+
+@pytest.mark.parametrize("detector", [*registry.all(), template.DETECTOR], ids=lambda d: d.name)
+def test_every_number_has_a_finite_range_that_holds_its_default(detector):
+    for name, (field, hint) in settable_fields(detector).items():
+        if hint in (str, tuple[str, ...]):
+            continue                     # text: free (a model name, merchant categories) or metadata["choices"]
+        low, high = field.metadata.get("range", (None, None))
+        assert low is not None and high is not None and math.isfinite(low) and math.isfinite(high), \
+            f"{detector.name}.{name}: give it metadata={{'range': (low, high)}}"
+        default = getattr(detector.params, name)
+        assert default is None or low <= default <= high, f"{detector.name}.{name}: default {default} outside the range"
+        with pytest.raises(ParamError) as refused:
+            parse_changes(detector, [f"{name}={high + 1}"])
+        assert str(refused.value) == f"{detector.name}: {name} must be within {low} .. {high}, got {high + 1}"
+
+
+def test_a_gap_past_a_java_long_in_microseconds_is_refused():
+    with pytest.raises(ParamError) as refused:          # 1e13 s = 1e19 us: the pair operator's long overflows
+        parse_changes(double_swipe.DETECTOR, ["max_gap_seconds=1e13"])
+    assert str(refused.value) == "double_swipe: max_gap_seconds must be within 1.0 .. 3600.0, got 10000000000000.0"
 
 
 def test_the_command_refuses_before_asking_the_broker(capsys):
