@@ -85,29 +85,24 @@ final class StateCodec implements Serializable {
                 throw unreadable("longer than its columns " + schema.catalogString());
             }
             return row;
+        } catch (Unreadable e) {
+            throw e;
         } catch (IOException | RuntimeException e) {
-            if (e instanceof IllegalStateException known && known.getMessage().startsWith(UNREADABLE)) {
-                throw known;
-            }
             throw unreadable("not readable as " + schema.catalogString() + " (" + e + ")");
         }
     }
 
-    private static final String UNREADABLE = "keyed operator state in the checkpoint ";
+    /** A checkpoint's state this codec cannot read: the query stops with this one line. */
+    private static final class Unreadable extends IllegalStateException {
+        private static final long serialVersionUID = 1L;
 
-    private static IllegalStateException unreadable(String why) {
-        return new IllegalStateException(UNREADABLE + why + ": start the query from a new checkpoint");
+        Unreadable(String message) {
+            super(message);
+        }
     }
 
-    /** {@code row} encoded and decoded again, for tests from Python (a codec's round trip). */
-    static Row roundTrip(StructType schema, Row row) {
-        StateCodec codec = new StateCodec(schema);
-        return codec.decode(codec.encode(row));
-    }
-
-    /** Decode {@code packed}, written by a codec of {@code written}, with one of {@code reading}: for tests. */
-    static Row readAs(StructType written, StructType reading, Row row) {
-        return new StateCodec(reading).decode(new StateCodec(written).encode(row));
+    private static Unreadable unreadable(String why) {
+        return new Unreadable("keyed operator state in the checkpoint " + why + ": start the query from a new checkpoint");
     }
 
     private static void check(DataType type, String where) {
