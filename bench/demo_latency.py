@@ -10,6 +10,9 @@ query's batch time went; precision and recall. The variants alternate at each ra
 - ``local`` and ``untuned`` (the default pair): the local profile in force (``common.settings.LOCAL_PROFILE``,
   the demo's rehearsal) against none of it (``FRAUD_PROFILE=cluster`` on the same ``local[2]`` master,
   no rehearsal): what the 2-core workarounds buy together.
+- ``without-<workaround>`` (one per entry of ``WORKAROUNDS``): the local profile with that one
+  workaround left out (its settings at Spark's defaults, or no rehearsal), against ``local``: what each
+  buys on its own.
 - ``groups`` and ``per_query``: the default query layout (``FRAUD_DETECTOR_GROUPS``) against one query
   per detector.
 """
@@ -22,7 +25,23 @@ from pathlib import Path
 from common.settings import get_settings
 from detectors import registry
 
-VARIANTS = ("local", "untuned", "groups", "per_query")
+# Each workaround of the local profile and the settings it is made of (the rehearsal is the demo's
+# --warmup); tests/unit/test_bench_variants.py holds this to common.settings.LOCAL_PROFILE.
+WORKAROUNDS: dict[str, tuple[str, ...]] = {
+    "shuffle_partitions": ("spark_shuffle_partitions",),
+    "parallel_gc": ("spark_gc",),
+    "fetch_wait": ("spark_kafka_fetch_max_wait_ms",),
+    "codegen": ("spark_codegen_factory_mode", "spark_codegen_large_batch_rows", "spark_codegen_cache_entries"),
+    "state_versions": ("spark_state_versions_in_memory",),
+    "excluded_rules": ("spark_excluded_rules",),
+    "checksums": ("spark_local_checksum_files",),
+    "checkpoint_files": ("spark_checkpoint_file_manager",),
+    "class_archive": ("spark_class_archive",),
+    "python_daemon": ("spark_python_daemon",),
+    "standby_yields_cpu": ("standby_yields_cpu",),
+    "rehearsal": (),
+}
+VARIANTS = ("local", "untuned", "groups", "per_query", *(f"without-{name}" for name in WORKAROUNDS))
 DEFAULT_VARIANTS = ("local", "untuned")
 DETECTORS = ("double_swipe", "impossible_travel", "amount_anomaly", "velocity", "ml_score")
 
@@ -33,9 +52,24 @@ def variant_run(variant: str) -> tuple[dict[str, str], list[str]]:
         return {"FRAUD_PROFILE": "cluster"}, ["--warmup", "0"]
     if variant == "per_query":      # a one-member group is a query of its own
         return {"FRAUD_DETECTOR_GROUPS": ";".join(f"{name}={name}" for name in registry.names())}, []
+    if variant.startswith("without-"):
+        name = variant.removeprefix("without-")
+        if name == "rehearsal":
+            return {"FRAUD_PROFILE": "local"}, ["--warmup", "0"]
+        return {"FRAUD_PROFILE": "local", **spark_defaults(WORKAROUNDS[name])}, []
     if variant == "groups":
         return {"FRAUD_DETECTOR_GROUPS": get_settings().detector_groups}, []
     return {"FRAUD_PROFILE": "local"}, []
+
+
+def spark_defaults(fields: tuple[str, ...]) -> dict[str, str]:
+    """The environment that gives ``fields`` their cluster profile's value (Spark's defaults)."""
+    import dataclasses
+
+    from common.settings import Settings, _render
+
+    by_name = {f.name: f for f in dataclasses.fields(Settings)}
+    return {by_name[name].metadata["env"]: _render(by_name[name].default) for name in fields}
 
 
 def figures(report: dict) -> dict:

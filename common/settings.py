@@ -129,6 +129,8 @@ class Settings:
     spark_checkpoint_file_manager: str = _env("FRAUD_SPARK_CHECKPOINT_FILE_MANAGER", "")
     # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing). Empty: none.
     spark_class_archive: str = _env("FRAUD_SPARK_CLASS_ARCHIVE", "")
+    # The module Spark starts Python workers from. Empty: PySpark's own daemon.
+    spark_python_daemon: str = _env("FRAUD_SPARK_PYTHON_DAEMON", "")
     # A standby job lowers its CPU weight (nice and autogroup) until it leads (spark_job/leadership.py).
     standby_yields_cpu: bool = _env("FRAUD_STANDBY_YIELDS_CPU", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
@@ -270,6 +272,8 @@ LOCAL_PROFILE: dict[str, Any] = {
     "spark_checkpoint_file_manager": "fraud.spark.LocalCheckpointFiles",
     # a driver mapping the archived classes starts and plans its first batches sooner
     "spark_class_archive": str(REPO_ROOT / ".cache" / "spark-classes.jsa"),
+    # PySpark's daemon with Python 3.11's zip-importer reset made lazy and the detectors' imports done once
+    "spark_python_daemon": "common.pyspark_daemon",
     # a standby starting beside the leader otherwise takes half the CPU from its catch-up
     "standby_yields_cpu": True,
 }

@@ -139,10 +139,6 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        # Python workers start from common/pyspark_daemon.py: PySpark's daemon with a lazy zip-importer
-        # cache reset (every Python task paid ~17+ ms re-reading pyspark.zip's and spark-core's jar's
-        # directories on Python 3.11; SPARK-54744 fixes it in later Spark releases).
-        "spark.python.daemon.module": "common.pyspark_daemon",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.sql.warehouse.dir": str(settings.run_dir / "spark-warehouse"),
         "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {driver_jvm_options(settings)}",
@@ -150,6 +146,8 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
     }
     if settings.spark_shuffle_partitions:         # else the cores, once the session knows them (get_spark)
         config["spark.sql.shuffle.partitions"] = str(settings.spark_shuffle_partitions)
+    if settings.spark_python_daemon:
+        config["spark.python.daemon.module"] = settings.spark_python_daemon
     if settings.spark_excluded_rules:
         config["spark.sql.optimizer.excludedRules"] = settings.spark_excluded_rules
     if not settings.spark_local_checksum_files:
