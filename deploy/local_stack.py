@@ -529,11 +529,12 @@ class PrometheusServer(Service):
         return f"http://127.0.0.1:{self.port}/"
 
     def ready(self) -> bool:
+        """Prometheus answers on the port ("Prometheus Server is Ready."), not just any HTTP server."""
         import urllib.request
 
         try:
             with urllib.request.urlopen(self.url + "-/ready", timeout=2) as response:
-                return response.status == 200
+                return response.status == 200 and b"Prometheus" in response.read(200)
         except OSError:
             return False
 
@@ -541,6 +542,9 @@ class PrometheusServer(Service):
         """Start it (or find it running); one line saying where, or why it is not running."""
         if self.ready():
             return f"Prometheus: running at {self.url}"
+        if port_open("127.0.0.1", self.port):
+            raise StackError(f"Prometheus: port {self.port} is taken by a server that is not Prometheus "
+                             "(set FRAUD_PROMETHEUS_PORT)")
         binary = ensure_prometheus(self.settings)
         if binary is None:
             return ("Prometheus: not installed and cannot be had from Debian's packages here "

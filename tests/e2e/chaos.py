@@ -255,13 +255,13 @@ def new_alerts_cells(new_alerts: dict | None) -> tuple[str, str, str]:
 def private_stack(base: Settings, run_dir: Path) -> Settings:
     """Settings of a stack of its own: free ports for the broker (client + controller), Redis and the
     dashboard, and its own run folder."""
-    from tests.e2e.targets import _free_port
+    from tests.e2e.targets import service_ports
 
     # Below the ephemeral port range: the broker and Redis are restarted (see local_stack.free_ports).
     kafka = local_stack.free_ports(28092, 28192, width=2)
     redis_port = local_stack.free_ports(26479, 26579)
     return base.replace(kafka_bootstrap=f"127.0.0.1:{kafka}", local_kafka_controller_port=kafka + 1,
-                        redis_url=f"redis://127.0.0.1:{redis_port}/0", dashboard_port=_free_port(),
+                        redis_url=f"redis://127.0.0.1:{redis_port}/0", dashboard_port=service_ports(1)[0],
                         run_dir=run_dir, checkpoint_root=str(run_dir / "checkpoints"), local_kafka_heap="512m")
 
 

@@ -19,7 +19,6 @@ import dataclasses
 import functools
 import json
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -34,6 +33,7 @@ from common.settings import REPO_ROOT, Settings
 from common.waiting import wait_until
 from demo.diamond import LocalDiamond, Traffic, dashboard_answers, dashboard_url
 from demo.drain import latest_event_time
+from deploy import local_stack
 from deploy.processes import ProcessGroup
 from deploy.topics import project_topics
 from tests.e2e.stream import DiamondRun, drive
@@ -69,9 +69,10 @@ def run_local(stack: Settings, out: Path, say: Say) -> DiamondRun:
 
     traffic = new_traffic()
     run_id = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:4]
-    base = _with_a_model(stack.replace(dashboard_port=_free_port(), detectors_metrics_port=_free_port(),
-                                       enricher_metrics_port=_free_port(), cases_metrics_port=_free_port(),
-                                       prometheus_port=_free_port()), out, say)
+    dashboard, job_metrics, enricher_metrics, cases_metrics, prometheus_port = service_ports(5)
+    base = _with_a_model(stack.replace(dashboard_port=dashboard, detectors_metrics_port=job_metrics,
+                                       enricher_metrics_port=enricher_metrics, cases_metrics_port=cases_metrics,
+                                       prometheus_port=prometheus_port), out, say)
     diamond = LocalDiamond(base, run_id, traffic, say_and_keep, prefix="e2e")
     started = time.monotonic()
     try:
@@ -179,10 +180,15 @@ def _observability(settings: Settings, prometheus_url: str | None, from_promethe
     return {"prometheus_url": prometheus_url, "prometheus_targets": health, "metric_names": names}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+# Below the kernel's ephemeral range: a port picked there with bind(0) and bound seconds later can be taken
+# meanwhile by one of the many listeners Spark and the services open on ephemeral ports.
+SERVICE_PORTS = (29400, 29500)
+
+
+def service_ports(count: int) -> list[int]:
+    """``count`` distinct free ports for the run's HTTP servers (the dashboard, /metrics, Prometheus)."""
+    first = local_stack.free_ports(*SERVICE_PORTS, width=count)
+    return list(range(first, first + count))
 
 
 def _forget_in_redis(settings: Settings, namespace: str, id_prefix: str) -> None:
