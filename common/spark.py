@@ -13,13 +13,15 @@ from common.settings import REPO_ROOT, Settings, get_settings
 
 
 SPARK_JOB_JVM = REPO_ROOT / "spark_job" / "jvm"
+OPERATORS_JAVA = REPO_ROOT / "detectors" / "operators" / "java"     # a second source root of the same jar
 
 
 def spark_job_sources_digest() -> str:
     """The digest of the job jar's pom and Java sources, written beside the jar when it is built."""
     digest = hashlib.sha256()
-    for path in sorted([SPARK_JOB_JVM / "pom.xml", *(SPARK_JOB_JVM / "src").rglob("*.java")]):
-        digest.update(str(path.relative_to(SPARK_JOB_JVM)).encode() + b"\0" + path.read_bytes())
+    sources = [SPARK_JOB_JVM / "pom.xml", *(SPARK_JOB_JVM / "src").rglob("*.java"), *OPERATORS_JAVA.rglob("*.java")]
+    for path in sorted(sources):
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
 
@@ -28,8 +30,8 @@ def job_jar_stamp(jar: Path) -> Path:
 
 
 def job_jar(settings: Settings) -> Path:
-    """The job's own jar (``spark_job/jvm``: the contract's validation, the keyed operators, the checkpoint
-    file manager), built by ``python -m deploy fetch``; every session has it, the detectors' harness too."""
+    """The job's own jar (``spark_job/jvm``: the contract's validation, the checkpoint file manager, and the
+    keyed operators of ``detectors/operators/java``), built by ``python -m deploy fetch``; every session has it, the detectors' harness too."""
     if not settings.spark_job_jar.exists():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is not built: "
                         f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)

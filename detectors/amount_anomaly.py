@@ -12,7 +12,7 @@ card's previous transaction: a burst of rapid charges (a card-testing script, a 
 swipe) is one observation of the card's behaviour, not ten, so it cannot swamp the median of a young
 card's history. Such a charge is still scored.
 
-Operator: ``detectors.ops.with_history`` (keyed JVM state, ``fraud.spark.RecentHistory`` in the job's jar)
+Operator: ``detectors.operators.with_history`` (keyed JVM state, ``fraud.spark.RecentHistory`` in the job's jar)
 hands each transaction over with its card's window: the last ``history_size`` amounts learnt before it.
 Scoring is then stateless, in pandas (``mapInPandas``): every window's median and MAD at once
 (``detectors/amount_scoring.py``, held to ``score_amounts`` by a unit test).
@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 from detectors.amount_scoring import score_windows
 from detectors.base import TRIGGER_COLUMNS, TRIGGER_DDL, Detector, alerts
-from detectors.ops import with_history
+from detectors.operators import with_history
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def score_amounts(history: np.ndarray, amounts: np.ndarray, params: AmountAnomal
     transaction before it is scored but not added to the history. Without ``times_ms`` every amount joins.
     Returns the anomalies as ``(index, median, mad, robust_z, ratio, history_count)`` and the new history
     (the last ``history_size`` amounts learnt). The specification, amount by amount; the detector learns
-    with ``detectors.ops.with_history`` and scores with ``amount_scoring.score_windows``.
+    with ``detectors.operators.with_history`` and scores with ``amount_scoring.score_windows``.
     """
     found = []
     past = list(history.astype(float)[-params.history_size:])
@@ -180,7 +180,7 @@ DETECTOR = Detector(
     # 1.1.0: charges less than history_min_gap_seconds after the previous one no longer join the history.
     # 2.0.0: state kept per bucket of cards (same alerts; checkpoints of 1.x cannot be resumed).
     # 3.0.0: 8 state buckets instead of 64 (same alerts; checkpoints of 2.x cannot be resumed).
-    # 4.0.0: keyed JVM state per card (detectors.ops.with_history) and stateless scoring (same alerts;
+    # 4.0.0: keyed JVM state per card (detectors.operators.with_history) and stateless scoring (same alerts;
     # checkpoints of 3.x cannot be resumed).
     version="4.0.0",
     description="an amount far outside the card's own recent history (median/MAD)",

@@ -2,7 +2,7 @@
 
 ``amount_anomaly.score_amounts`` is the specification: one card, one amount after the other, a median and
 a MAD per amount. In the detector each transaction arrives with its window (the card's learnt amounts
-before it, from ``detectors.ops.with_history``), so scoring is stateless: ``score_windows`` pads the
+before it, from ``detectors.operators.with_history``), so scoring is stateless: ``score_windows`` pads the
 windows into one matrix and takes every median and MAD by one row-wise sort. Same floating-point
 operations in the same order, so the same results to the bit;
 ``tests/unit/test_amount_histories.py`` holds the two to agreement on random windows.

@@ -1,6 +1,6 @@
 """double_swipe: the same card, merchant and amount twice within a minute of event time.
 
-Operator: ``detectors.ops.pairs_within``, every pair of one card's transactions at most ``max_gap`` apart
+Operator: ``detectors.operators.pairs_within``, every pair of one card's transactions at most ``max_gap`` apart
 in event time (the job jar's keyed pair operator, JVM-native, no Python worker), then a native filter on
 the same merchant and amount. It finds what a stream-stream self-join with an event-time range finds and
 runs unchanged on a static DataFrame.
@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from detectors.base import Detector, alerts
-from detectors.ops import keep, pairs_within
+from detectors.operators import keep, pairs_within
 
 
 @dataclass(frozen=True)

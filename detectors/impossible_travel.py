@@ -1,6 +1,6 @@
 """impossible_travel: two card-present uses of one card further apart than a plane could fly in between.
 
-Operator: ``detectors.ops.pairs_within`` over the card-present transactions (channel ``pos``/``atm`` with a
+Operator: ``detectors.operators.pairs_within`` over the card-present transactions (channel ``pos``/``atm`` with a
 location): every pair of one card's uses at most ``max_gap_hours`` apart in event time (the job jar's keyed
 pair operator, JVM-native), then a native filter on the haversine distance and the implied speed. It finds
 what a stream-stream self-join with an event-time range finds and runs unchanged on a static DataFrame.
@@ -30,7 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from detectors.base import Detector, alerts
-from detectors.ops import keep, pairs_within
+from detectors.operators import keep, pairs_within
 
 EARTH_RADIUS_KM = 6371.0088
 

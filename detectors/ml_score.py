@@ -3,7 +3,7 @@
 Pipeline (static DataFrame or stream alike)::
 
     transactions ─► static: per customer, pandas (applyInPandas): row + customer features
-                    stream: each row with its customer's last 31 days (detectors.ops.with_history, keyed JVM
+                    stream: each row with its customer's last 31 days (detectors.operators.with_history, keyed JVM
                     state), then row + customer features in the next step's pandas call
                  ─► mapInPandas: the terminal table's (terminal_id, day) row, from a lookup broadcast to
                      the Python workers once; terminal features (day D-7's labels up to t - 7 days; no row = 0)
@@ -137,7 +137,7 @@ def _score_function(estimator, features: list[str], baseline: dict[str, float], 
 
 def detect(transactions: DataFrame, params: MLScoreParams) -> DataFrame:
     from models import features as fx
-    from models.spark_features import features_frame
+    from detectors.ml_features import features_frame
 
     artifact = params.artifact if params.artifact is not None else _load_from_settings(params.model)
     if list(artifact.features) != fx.FEATURES:
@@ -171,7 +171,7 @@ DETECTOR = Detector(
     # 3.0.0: the customer windows' state kept per bucket of customers (same alerts; checkpoints of 2.x
     # cannot be resumed).
     # 4.0.0: 8 buckets instead of 64 (same alerts; checkpoints of 3.x cannot be resumed).
-    # 5.0.0: the customer windows' history as keyed JVM state per customer (detectors.ops.with_history) and
+    # 5.0.0: the customer windows' history as keyed JVM state per customer (detectors.operators.with_history) and
     # the features computed statelessly (same alerts; checkpoints of 4.x cannot be resumed).
     version="5.0.0",
     description="a trained model (models/) scores every transaction on the Handbook's 15 features and 9 on "

@@ -8,8 +8,8 @@ holds this example's pattern (``samples.cash_out``): add yours there when you ch
 See docs/adding-a-detector.md.
 
 Explain here, for the next analyst: the pattern, the Spark operator you chose and why, and what bounds the
-state (every stateful operator must be closed by the watermark: ``detectors.ops.pairs_within``,
-``detectors.ops.with_history``, a window aggregation, or a state timeout). Prefer those to Python state:
+state (every stateful operator must be closed by the watermark: ``detectors.operators.pairs_within``,
+``detectors.operators.with_history``, a window aggregation, or a state timeout). Prefer those to Python state:
 per-card Python state costs ~0.5-0.85 ms per distinct card per micro-batch and needs a query of its own
 (docs/architecture.md, "Spark costs that shaped the design").
 
@@ -25,7 +25,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from detectors.base import Detector, alerts
-from detectors.ops import keep
+from detectors.operators import keep
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """velocity (card testing): a burst of many small e-commerce charges on one card within minutes.
 
-Operator: ``detectors.ops.bursts`` (keyed JVM state, ``fraud.spark.Bursts`` in the job's jar) over the
+Operator: ``detectors.operators.bursts`` (keyed JVM state, ``fraud.spark.Bursts`` in the job's jar) over the
 small charges only. A burst is a chain of small charges on one card, each less than ``max_gap_seconds``
 after the previous one (what ``session_window`` groups). Once a burst has ``min_count`` charges, every
 charge of it is reported once, while the script is still running: the charge that makes it five long
@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from detectors.base import TRIGGER_COLUMNS, Detector, alerts
-from detectors.ops import bursts, keep
+from detectors.operators import bursts, keep
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ Every number the model sees is computed by the pandas/numpy functions of this mo
 
 * batch (training, ``models.training``): ``build_features(transactions, terminal_table)`` over the whole
   simulated history at once;
-* Spark (the ``ml_score`` detector, ``models.spark_features``): the very same ``row_features`` and
+* Spark (the ``ml_score`` detector, ``detectors.ml_features``): the very same ``row_features`` and
   ``customer_window_stats`` run inside ``applyInPandas`` (static DataFrame); on a stream each row comes
   with its customer's history and ``customer_features_from_histories`` computes the same integer-cent
   sums over it, to the bit; the very same ``terminal_features`` runs in ``mapInPandas`` on the rows of
@@ -17,7 +17,7 @@ is no second implementation of any window, flag or ratio to keep in step (the pa
 Where the state lives, and why
 ------------------------------
 * **Customer windows (count, mean, standard deviation of amounts over 1, 7, 30 days) are streamed.** They
-  need only the customer's own recent transactions, which the stream has: keyed state (``detectors.ops.with_history``,
+  need only the customer's own recent transactions, which the stream has: keyed state (``detectors.operators.with_history``,
   in the JVM) keeps each customer's last 30 days (+ one day of margin for late rows) of
   (event time, amount) as 16 bytes per transaction, evicted by an event-time timeout. A table would be
   stale by up to its refresh period exactly where it matters most (a card being drained right now raises
@@ -213,7 +213,7 @@ def customer_features_from_histories(t_ms: np.ndarray, amount: np.ndarray, histo
                                       history_t_ms: np.ndarray, history_amount: np.ndarray) -> pd.DataFrame:
     """``CUSTOMER_FEATURES`` of rows that each carry their customer's earlier transactions (the streaming
     step: ``history_lengths[i]`` (time, amount) pairs of the histories laid end to end, as
-    ``detectors.ops.with_history`` hands them over; pairs later than the row are ignored). The numbers of
+    ``detectors.operators.with_history`` hands them over; pairs later than the row are ignored). The numbers of
     ``customer_window_stats`` over history + row, to the bit: the same integer-cent sums."""
     t = np.asarray(t_ms, dtype=np.int64)
     amount = np.asarray(amount, dtype=np.float64)

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from common.kafka_clients import spark_kafka_options
 from common.settings import Settings, checkpoint_location
 from detectors.base import TRANSACTION_SCHEMA, Detector
-from detectors.ops import keep
+from detectors.operators import keep
 from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
 from spark_job.codegen import CodegenByBatchSize

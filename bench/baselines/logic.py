@@ -15,9 +15,9 @@ same event-time rules as Spark's micro-batches:
   across partitions), so a global maximum would call most of a pre-loaded topic late;
 * double_swipe: each card keeps its transactions while ``event_time + 60 s >= watermark`` (they can
   still pair); a new transaction pairs with every kept one of the same merchant and amount within 60 s
-  either side, oldest first, ties by txn_id: the ordered pairs of ``detectors.ops.pairs_within``;
+  either side, oldest first, ties by txn_id: the ordered pairs of ``detectors.operators.pairs_within``;
 * velocity: small (<= 5.00) e-commerce charges of a card form bursts with a 180 s gap (a charge joins
-  every burst it is less than the gap from, merging them, as ``detectors.ops.bursts`` does); once a burst
+  every burst it is less than the gap from, merging them, as ``detectors.operators.bursts`` does); once a burst
   has 5 charges, each charge reports the burst's charges not reported yet (the fifth the first five, each
   later one itself); a burst is dropped when the watermark reaches its end (last charge + gap).
 

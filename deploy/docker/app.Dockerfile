@@ -31,6 +31,7 @@ RUN mvn -B -q -s deploy/maven/settings.xml -f deploy/maven/spark-kafka/pom.xml \
     && find /out/spark-kafka -name '*.jar' -printf '%f\n' | sort > /out/spark-kafka/.complete
 # The detector job's own jar (the contract's validation as a Spark UDF), built as `deploy fetch` does.
 COPY spark_job/jvm spark_job/jvm
+COPY detectors/operators/java detectors/operators/java
 RUN mvn -B -q -s deploy/maven/settings.xml -f spark_job/jvm/pom.xml package -Dbuild.dir=/build/spark-job \
     && mkdir -p /out/spark-job && cp /build/spark-job/fraud-spark-job.jar /out/spark-job/
 

@@ -23,7 +23,7 @@ from detectors.base import TRIGGER_COLUMNS
 from models import evaluation, features as fx, scoring, training
 from models.data import DataSpec, simulate, to_contract
 from models.registry import ModelArtifact
-from models.spark_features import features_frame
+from detectors.ml_features import features_frame
 
 SPEC = DataSpec(profile="handbook", seed=11, days=40, customers=400, terminals=800)
 

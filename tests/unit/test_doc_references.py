@@ -1,11 +1,11 @@
 """The docs name only what exists: every Python name and repository path they quote in backticks.
 
-README.md and docs/*.md quote the code as `common.keyed_operators`, `detectors.ops.pairs_within`,
+README.md and docs/*.md quote the code as `detectors.operators`, `detectors.operators.pairs_within`,
 `spark_job.dead_letters.MAX_DLQ_ORIGINAL_BYTES` or `spark_job/warmup.py`. Code moves and docs stay, so
 each such name is resolved against the code here, without importing it (most of it needs pyspark): a
 module is a file or package on disk, a module's name one bound at its top level, a class's name one
 bound in its body (or as ``self.name`` in one of its methods), all read with ``ast``. The JVM classes,
-`fraud.spark.RecentPairs`, must be Java files of spark_job/jvm. Every dead name is listed with its
+`fraud.spark.RecentPairs`, must be Java files of spark_job/jvm or detectors/operators/java. Every dead name is listed with its
 file:line. So are the docs' links to each other's sections, and the sections the code's comments cite
 (``docs/performance.md, "A warm standby"``): a section renamed, its links and citations go with it.
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("common", "producers", "detectors", "spark_job", "sinks", "models", "demo", "deploy", "bench", "tests")
-JAVA_ROOT = ROOT / "spark_job" / "jvm" / "src" / "main" / "java"
+JAVA_ROOTS = (ROOT / "spark_job" / "jvm" / "src" / "main" / "java", ROOT / "detectors" / "operators" / "java")
 
 FENCE = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.S | re.M)
 CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
@@ -167,9 +167,11 @@ def resolve(dotted: str, root: Path = ROOT) -> str | None:
     return None
 
 
-def resolve_java(name: str, java_root: Path = JAVA_ROOT) -> str | None:
-    path = java_root.joinpath(*name.split(".")).with_suffix(".java")
-    return None if path.is_file() else f"no {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+def resolve_java(name: str, java_roots: tuple[Path, ...] = JAVA_ROOTS) -> str | None:
+    paths = [root.joinpath(*name.split(".")).with_suffix(".java") for root in java_roots]
+    if any(path.is_file() for path in paths):
+        return None
+    return "no " + " or ".join(str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p) for p in paths)
 
 
 def resolve_path(path: str, root: Path = ROOT) -> str | None:
@@ -179,13 +181,13 @@ def resolve_path(path: str, root: Path = ROOT) -> str | None:
     return "no such file or folder"
 
 
-def dead_references(files: list[Path], root: Path = ROOT, java_root: Path = JAVA_ROOT) -> list[str]:
+def dead_references(files: list[Path], root: Path = ROOT, java_roots: tuple[Path, ...] = JAVA_ROOTS) -> list[str]:
     dead = []
     for path in files:
         where = path.relative_to(root) if path.is_relative_to(root) else path
         for line, span in code_spans(path.read_text()):
             checks = [(m, resolve(m, root)) for m in DOTTED.findall(span) if m not in topic_names(root)]
-            checks += [(m, resolve_java(m, java_root)) for m in JAVA_NAME.findall(span)]
+            checks += [(m, resolve_java(m, java_roots)) for m in JAVA_NAME.findall(span)]
             checks += [(m, resolve_path(m, root)) for m in PATH.findall(span)]
             dead.extend(f"{where}:{line}: `{name}`: {why}" for name, why in checks
                         if why and EXAMPLE_DETECTOR not in name)
@@ -200,11 +202,11 @@ def test_every_name_and_path_the_docs_quote_exists():
 def test_a_dead_name_is_caught(tmp_path):
     doc = tmp_path / "planted.md"
     doc.write_text(
-        "Alive: `common.settings`, `common.settings.Settings`, `detectors.ops.pairs_within(rows, key=…)`,\n"
+        "Alive: `common.settings`, `common.settings.Settings`, `detectors.operators.pairs_within(rows, key=…)`,\n"
         "`spark_job/warmup.py`, `fraud.spark.RecentPairs`, `tests/unit/`, the topic `detectors.params.history`,\n"
         "`models/registry/` (git-ignored) and `detectors/cash_out.py` (what make new-detector would write).\n"
         "\n"
-        "Dead: `common.keyed_histories`, then `detectors.ops.no_such_op`\n"
+        "Dead: `common.keyed_histories`, then `detectors.operators.no_such_op`\n"
         "and `spark_job/no_such_file.py`,\n"
         "`common.settings.Settings.no_such_field` and `fraud.spark.NoSuchClass`.\n"
         "```\n"
@@ -214,16 +216,17 @@ def test_a_dead_name_is_caught(tmp_path):
     dead = dead_references([doc])
     assert dead == [
         "%s:5: `common.keyed_histories`: common has no module or name keyed_histories" % doc,
-        "%s:5: `detectors.ops.no_such_op`: detectors.ops has no name no_such_op" % doc,
+        "%s:5: `detectors.operators.no_such_op`: detectors.operators has no module or name no_such_op" % doc,
         "%s:6: `spark_job/no_such_file.py`: no such file or folder" % doc,
         "%s:7: `common.settings.Settings.no_such_field`: class common.settings.Settings has no no_such_field" % doc,
-        "%s:7: `fraud.spark.NoSuchClass`: no spark_job/jvm/src/main/java/fraud/spark/NoSuchClass.java" % doc,
+        "%s:7: `fraud.spark.NoSuchClass`: no spark_job/jvm/src/main/java/fraud/spark/NoSuchClass.java or "
+        "detectors/operators/java/fraud/spark/NoSuchClass.java" % doc,
     ]
 
 
 def test_names_resolve_without_importing_the_code():
     assert resolve("common") is None
-    assert resolve("detectors.ops.pairs_within") is None
+    assert resolve("detectors.operators.pairs_within") is None
     assert resolve("spark_job.dead_letters.MAX_DLQ_ORIGINAL_BYTES") is None
     assert resolve("common.settings.Settings.spark_gc") is None
     assert resolve("common.keyed_histories") == "common has no module or name keyed_histories"

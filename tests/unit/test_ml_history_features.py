@@ -1,5 +1,5 @@
-"""ml_score's streaming features from each row's own history (``models.spark_features.customer_step_from_history``,
-the rows as ``detectors.ops.with_history`` hands them over): the same features as one customer at a time
+"""ml_score's streaming features from each row's own history (``detectors.ml_features.customer_step_from_history``,
+the rows as ``detectors.operators.with_history`` hands them over): the same features as one customer at a time
 with its history kept apart, to the bit."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from models import features as fx
-from models import spark_features
+from detectors import ml_features
 
 pytestmark = pytest.mark.unit
 
@@ -36,11 +36,11 @@ def one_customer_at_a_time(batches: list[pd.DataFrame]) -> pd.DataFrame:
     for frame in batches:
         for customer, rows in frame.groupby("customer_id"):
             hist_t, hist_a = history.get(customer, (np.zeros(0, dtype=np.int64), np.zeros(0)))
-            out.append(spark_features._customer_step(rows, hist_t, hist_a))
+            out.append(ml_features._customer_step(rows, hist_t, hist_a))
             ordered = rows.sort_values(["event_time", "txn_id"], kind="mergesort")
             all_t = np.concatenate([hist_t, fx.to_ms(ordered["event_time"])])
             all_a = np.concatenate([hist_a, ordered["amount"].to_numpy()])
-            keep = all_t > all_t.max() - spark_features.KEEP_MS
+            keep = all_t > all_t.max() - ml_features.KEEP_MS
             order = np.argsort(all_t[keep], kind="stable")
             history[customer] = (all_t[keep][order], all_a[keep][order])
     return pd.concat(out, ignore_index=True)
@@ -52,7 +52,7 @@ def by_txn(frame: pd.DataFrame) -> pd.DataFrame:
 
 def with_histories(batches: list[pd.DataFrame]) -> list[pd.DataFrame]:
     """Each batch's rows with their customer's history, as ``with_history`` specifies it (the Java operator
-    is held to that in tests/integration/test_with_history.py): a customer's rows by (time, id), each with
+    is held to that in tests/integration/operators/test_with_history.py): a customer's rows by (time, id), each with
     the pairs learnt before it; at the batch's end, pairs KEEP_MS or more older than the newest forgotten."""
     learnt: dict[str, list[tuple[int, float]]] = {}
     out = []
@@ -66,7 +66,7 @@ def with_histories(batches: list[pd.DataFrame]) -> list[pd.DataFrame]:
             entries.append((int(t), float(amount)))
         for customer, entries in learnt.items():
             newest = max(t for t, _ in entries)
-            learnt[customer] = [e for e in entries if e[0] > newest - spark_features.KEEP_MS]
+            learnt[customer] = [e for e in entries if e[0] > newest - ml_features.KEEP_MS]
         out.append(rows.drop(columns="_t").assign(history_ms=times, history_amounts=amounts).reset_index(drop=True))
     return out
 
@@ -76,7 +76,7 @@ def test_features_from_each_rows_history_are_those_of_each_customer_with_its_own
     batches = [batch(rng, T0_MS + i * 10 * fx.DAY_MS, 400, customers=40) for i in range(4)]
     # a late batch: its rows precede rows already learnt (those must not count)
     batches.append(batch(rng, T0_MS + 35 * fx.DAY_MS, 100, customers=40))
-    got = [spark_features.customer_step_from_history(frame) for frame in with_histories(batches)]
+    got = [ml_features.customer_step_from_history(frame) for frame in with_histories(batches)]
     expected = by_txn(one_customer_at_a_time(batches))
     actual = by_txn(pd.concat(got, ignore_index=True))
     pd.testing.assert_frame_equal(actual[expected.columns], expected, check_exact=True)
@@ -85,5 +85,5 @@ def test_features_from_each_rows_history_are_those_of_each_customer_with_its_own
 def test_a_row_without_history_counts_itself_only():
     frame = batch(np.random.default_rng(3), T0_MS, 10, customers=1).iloc[:1]
     [row] = with_histories([frame])
-    out = spark_features.customer_step_from_history(row)
+    out = ml_features.customer_step_from_history(row)
     assert out["customer_nb_tx_30d"].tolist() == [1.0] and out["customer_std_amount_30d"].tolist() == [0.0]

@@ -1,4 +1,4 @@
-"""``detectors.ops.pairs_within`` (the job jar's keyed pair operator) finds what the stream-stream self-join
+"""``detectors.operators.pairs_within`` (the job jar's keyed pair operator) finds what the stream-stream self-join
 it replaced finds: the same pairs on a static DataFrame and on a stream whose rows arrive out of order over
 several micro-batches, ties in event time included; rows behind the watermark are dropped and counted, and a
 key's state is removed once none of its rows can pair any more."""
@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from detectors import harness
 from detectors.base import Detector, alerts
-from detectors.ops import pairs_within
+from detectors.operators import pairs_within
 from detectors.samples import T0, out_of_order, txn
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ the identifying columns plus ``FEATURES``:
 
 1. the row and customer features (``features.row_features``, the customer windows): on a static DataFrame,
    grouped by ``customer_id`` in pandas (``applyInPandas``, the whole history at once, like training); on a
-   stream, ``detectors.ops.with_history`` (keyed JVM state, one row per customer) hands each transaction
+   stream, ``detectors.operators.with_history`` (keyed JVM state, one row per customer) hands each transaction
    over with its customer's last 30 days + one day of margin of (event time, amount) pairs, and a
    stateless ``mapInPandas`` computes the windows from them (``features.customer_features_from_histories``,
    the same integer-cent sums); a customer is forgotten 31 days of event time after its last transaction;
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import DataFrame
 
-from common.keyed_operators import with_history
+from detectors.operators import with_history
 from models import features as fx
 from models.terminal_lookup import TerminalLookup
 

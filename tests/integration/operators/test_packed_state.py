@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from detectors import harness
 from detectors.base import Detector, alerts
-from detectors.ops import pairs_within
+from detectors.operators import pairs_within
 from detectors.samples import T0, txn
 
 pytestmark = pytest.mark.integration

@@ -1,11 +1,14 @@
-"""The job jar's keyed stateful operators (``spark_job/jvm``, Spark's ``flatMapGroupsWithState``), called from
-PySpark: every pair of a key's rows within a gap, every row with its key's recent history, and each burst
-of a key's rows once it is long enough. Detectors reach them as ``detectors.ops.pairs_within``,
-``detectors.ops.with_history`` and ``detectors.ops.bursts``; the ML features too."""
+"""The detectors' operators: a filter that keeps the watermark whole (``keep``) and the keyed stateful
+operators, Java classes of this folder (``java/fraud/spark``, Spark's ``flatMapGroupsWithState``, built into
+the job's jar) called from PySpark: every pair of a key's rows within a gap (``pairs_within``), every row
+with its key's recent history (``with_history``), and each burst of a key's rows once it is long enough
+(``bursts``). Their state is one packed row per key (``PackedState``, ``StateCodec``: versioned, with the
+carried columns' fingerprint). Tests: tests/integration/operators/."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
 
 
 def _micros(seconds: float) -> int:
@@ -86,3 +89,18 @@ def bursts(rows: DataFrame, *, key: str, min_count: int, max_gap_seconds: float,
     found = session.sparkContext._jvm.fraud.spark.Bursts.bursts(
         rows._jdf, key, time, id, value, int(min_count), _micros(max_gap_seconds), prefix)
     return DataFrame(found, session)
+
+
+def keep(transactions: DataFrame, condition: Column) -> DataFrame:
+    """``transactions.filter(condition)`` that does not slow the watermark down.
+
+    Spark's optimizer pushes a filter below ``withWatermark`` when the predicate does not reference the
+    event-time column (and splits ANDed predicates to push the parts it can). The watermark is then
+    computed only from the rows that pass the filter: a detector looking at small e-commerce charges would
+    see event time advance only when such a charge arrives, so its windows would close late (or, in a
+    test, never) and rows it ignores would never count as late. Wrapping the condition in a single
+    expression that references ``event_time`` keeps the filter above the watermark, so every transaction
+    advances event time, as the runner's ``withWatermark`` intends. On a static DataFrame it is a plain
+    filter.
+    """
+    return transactions.filter(F.when(condition, F.col("event_time")).isNotNull())

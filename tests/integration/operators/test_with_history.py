@@ -1,4 +1,4 @@
-"""``detectors.ops.with_history`` (the job jar's keyed history operator) hands every row over with the
+"""``detectors.operators.with_history`` (the job jar's keyed history operator) hands every row over with the
 history its docstring specifies: statically, and on a stream whose rows arrive out of order over several
 micro-batches (history kept across batches in arrival order, a burst learnt once, the oldest entries
 dropped by count and by age); rows behind the watermark are dropped and counted, and an idle key's state
@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from common.contracts import parse_event_time
 from detectors import harness
 from detectors.base import Detector, alerts
-from detectors.ops import with_history
+from detectors.operators import with_history
 from detectors.samples import T0, out_of_order, txn
 
 pytestmark = pytest.mark.integration

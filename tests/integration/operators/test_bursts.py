@@ -1,4 +1,4 @@
-"""``detectors.ops.bursts`` (the job jar's burst operator) reports every row of a key's long enough bursts
+"""``detectors.operators.bursts`` (the job jar's burst operator) reports every row of a key's long enough bursts
 once, as soon as its burst is long enough, as its docstring specifies: statically, and on a stream whose rows arrive out of
 order over several micro-batches (bursts kept across batches, merged by a row that bridges them, forgotten
 once the watermark passes them); rows behind the watermark are dropped and counted."""
@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from common.contracts import parse_event_time
 from detectors import harness
 from detectors.base import Detector, alerts
-from detectors.ops import bursts
+from detectors.operators import bursts
 from detectors.samples import T0, out_of_order, txn
 
 pytestmark = pytest.mark.integration
