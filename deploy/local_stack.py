@@ -327,12 +327,11 @@ class KafkaBroker(Service):
         if self.secure:
             from deploy.broker_security import server_properties
             protocol, extra = "SASL_SSL", server_properties(self.secrets(), "CLIENT")
-        self.config_file.write_text(template.format(
+        # owner-only from its first byte: a secure broker's holds the keystore and the broker user's passwords
+        write_private(self.config_file, template.format(
             host=s.kafka_host, port=s.kafka_port, controller_port=s.local_kafka_controller_port,
             listener_name="CLIENT", protocol=protocol, controller_protocol=protocol, extra=extra,
             data_dir=self.data_dir))
-        if self.secure:
-            self.config_file.chmod(0o600)  # it holds the keystore and the broker user's passwords
 
     def format_storage(self) -> None:
         """Format the KRaft log directory once (``kafka.tools.StorageTool``)."""
