@@ -89,6 +89,10 @@ def main(argv=None) -> int:
     parser.add_argument("--demo-repeats", type=int, default=1, help="runs of each demo variant per rate")
     parser.add_argument("--spark-variants", nargs="+", choices=list(suites.SPARK_VARIANTS),
                         help="Spark variants of the pipeline benchmark (default: all)")
+    parser.add_argument("--spark-repeats", type=int, default=1,
+                        help="runs of each Spark variant of the pipeline benchmark, the order reversed every round")
+    parser.add_argument("--no-baselines", action="store_true",
+                        help="the pipeline benchmark without its kafka-python and Faust baselines")
     parser.add_argument("--spark-timeout", type=float, help="cap in seconds per Spark variant")
     parser.add_argument("--metrics-rounds", type=int, help="on/off pairs of the metrics benchmark (default 8)")
     parser.add_argument("--metrics-rows", type=int, help="transactions per run of the metrics benchmark")
@@ -138,7 +142,9 @@ def main(argv=None) -> int:
                     if name == "producer":
                         results["benchmarks"]["producer"] = suites.bench_producer(run)
                     elif name == "pipeline":
-                        results["benchmarks"]["pipeline"] = suites.bench_pipeline(run, args.spark_variants)
+                        results["benchmarks"]["pipeline"] = suites.bench_pipeline(
+                            run, args.spark_variants, baselines=() if args.no_baselines else suites.BASELINES,
+                            repeats=args.spark_repeats)
                     elif name in ("python", "faust"):
                         bl = ("python_1p", "python_2p") if name == "python" else ("faust_1p",)
                         if args.quick and name == "python":

@@ -229,6 +229,10 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
                          topic_dlq=run["dlq_topic"], topic_alert_markers=run["markers_topic"])
     if run.get("codegen_large_batch_rows") is not None:
         s = s.replace(spark_codegen_large_batch_rows=run["codegen_large_batch_rows"])
+    mode_before = spark.conf.get("spark.sql.codegen.factoryMode")
+    if run.get("codegen_factory_mode"):        # each query's session is cloned from this one at its start
+        s = s.replace(spark_codegen_factory_mode=run["codegen_factory_mode"])
+        spark.conf.set("spark.sql.codegen.factoryMode", run["codegen_factory_mode"])
     detectors = _detectors(run)
     options = RunOptions(sink=run["sink"], shared=run["shared"], with_dlq=run.get("with_dlq", True),
                          max_offsets_per_trigger=run.get("max_offsets_per_trigger"),
@@ -261,6 +265,7 @@ def run_throughput(spark, collector, sampler, run: dict, settings, tmp: Path) ->
             q.stop()
         if metrics is not None:
             metrics.stop()
+        spark.conf.set("spark.sql.codegen.factoryMode", mode_before)
     cpu_s = group_cpu_seconds(os.getpgid(0)) - cpu_before
     driver_cpu_s = time.process_time() - driver_before
     events = collector.of(set(names))

@@ -183,7 +183,13 @@ SPARK_VARIANTS = {
     "spark_native_shared": (NATIVE_DETECTORS, True, "exactly-once"),
     "spark_all_shared_large_batches": (ALL_DETECTORS, True, "exactly-once"),
     "spark_all_shared_default_batches": (ALL_DETECTORS, True, "exactly-once"),
+    # the code-generation switch by batch size (spark_job.codegen) against either mode throughout
+    "spark_all_shared_large_batches_interpreted": (ALL_DETECTORS, True, "exactly-once"),
+    "spark_all_shared_large_batches_compiled": (ALL_DETECTORS, True, "exactly-once"),
 }
+# How a variant runs code, when not as the settings say: (spark.sql.codegen.factoryMode, switch rows).
+CODEGEN_MODES = {"spark_all_shared_large_batches_interpreted": ("NO_CODEGEN", 0),
+                 "spark_all_shared_large_batches_compiled": ("FALLBACK", 0)}
 # Detector parameters a variant changes (none at present: amount_anomaly's state_buckets, which the
 # card_groups variant set, went with its Python state in 4.0.0).
 VARIANT_PARAMS: dict[str, dict] = {}
@@ -199,12 +205,14 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
     slow = "amount_anomaly" in detectors
     return {"name": name, "detectors": detectors, "shared": shared, "sink": sink, "with_dlq": True,
             "params": VARIANT_PARAMS.get(name, {}),
-            "topic": data["topic"], **run.outputs(name), "expected_rows": expected or data["truth"]["transactions"],
+            "topic": data["topic"], **run.outputs(name.replace("#", "-")), "expected_rows": expected or data["truth"]["transactions"],
             "timeout_s": timeout or (run.sizes.slow_timeout_s if slow else run.sizes.spark_timeout_s),
             "max_offsets_per_trigger": batch_size(run.sizes, name),
             # Spark's built-in Kafka sink cannot switch how a query's batches run code by their size
             # (spark_job.codegen.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
-            "codegen_large_batch_rows": 0 if name in EXACTLY_ONCE_PAIR else None}
+            "codegen_large_batch_rows": 0 if name in EXACTLY_ONCE_PAIR else None,
+            **({"codegen_factory_mode": CODEGEN_MODES[base][0], "codegen_large_batch_rows": CODEGEN_MODES[base][1]}
+               if (base := name.split("#")[0]) in CODEGEN_MODES else {})}
 
 
 EXACTLY_ONCE_PAIR = ("spark_ds_velocity", "spark_ds_velocity_builtin_sink")
@@ -218,7 +226,7 @@ def batch_size(sizes: Sizes, variant: str) -> int:
         from spark_job.options import RunOptions
 
         return RunOptions().max_offsets_per_trigger
-    return sizes.large_batch if variant.endswith("_large_batches") else sizes.max_offsets
+    return sizes.large_batch if "_large_batches" in variant else sizes.max_offsets
 
 
 def run_spark_plan(run: BenchRun, label: str, plan_runs: list[dict], budget_s: float,
@@ -330,8 +338,13 @@ def _committed(settings: Settings, group: str, topic: str) -> int:
     return sum(o.offset for tp, o in offsets.items() if tp.topic == topic and o.offset > 0)
 
 
-def bench_pipeline(run: BenchRun, only_spark: list[str] | None = None, baselines=("python_1p", "python_2p", "faust_1p"),
-                   label: str = "pipeline") -> dict:
+BASELINES = ("python_1p", "python_2p", "faust_1p")
+
+
+def bench_pipeline(run: BenchRun, only_spark: list[str] | None = None, baselines=BASELINES,
+                   label: str = "pipeline", repeats: int = 1) -> dict:
+    """Throughput per card population; with ``repeats`` > 1 each Spark variant runs that many times in one
+    JVM, the order reversed every round, named ``<variant>#<k>``."""
     variants = {k: v for k, v in SPARK_VARIANTS.items() if only_spark is None or k in only_spark}
     results: dict[str, dict] = {}
     for cards in run.sizes.cards:
@@ -348,7 +361,9 @@ def bench_pipeline(run: BenchRun, only_spark: list[str] | None = None, baselines
             # the JVM's first query pays code generation and JIT warm-up: a 2k-row batch, not measured
             warm = spark_plan_run(run, "warmup", DS_VEL, True, "exactly-once", data, expected=1000, timeout=150)
             warm["max_offsets_per_trigger"] = 1000
-            plan = [warm] + [spark_plan_run(run, name, *variants[name], data) for name in names]
+            if repeats > 1:
+                names = [f"{n}#{k + 1}" for k in range(repeats) for n in (names if k % 2 == 0 else names[::-1])]
+            plan = [warm] + [spark_plan_run(run, name, *variants[name.split("#")[0]], data) for name in names]
             budget = 240 + sum(p["timeout_s"] + 30 for p in plan)
             spark = run_spark_plan(run, f"{label}-spark-{cards}", plan, budget)
             for r in spark["runs"][1:]:
