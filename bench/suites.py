@@ -362,7 +362,9 @@ def bench_pipeline(run: BenchRun, only_spark: list[str] | None = None, baselines
             warm = spark_plan_run(run, "warmup", DS_VEL, True, "exactly-once", data, expected=1000, timeout=150)
             warm["max_offsets_per_trigger"] = 1000
             if repeats > 1:
-                names = [f"{n}#{k + 1}" for k in range(repeats) for n in (names if k % 2 == 0 else names[::-1])]
+                from bench.demo_latency import run_order
+
+                names = [f"{name}#{k}" for name, k in run_order(tuple(names), repeats)]
             plan = [warm] + [spark_plan_run(run, name, *variants[name.split("#")[0]], data) for name in names]
             budget = 240 + sum(p["timeout_s"] + 30 for p in plan)
             spark = run_spark_plan(run, f"{label}-spark-{cards}", plan, budget)
