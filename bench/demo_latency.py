@@ -25,23 +25,24 @@ from pathlib import Path
 from common.settings import get_settings
 from detectors import registry
 
-# Each workaround of the local profile and the settings it is made of (the rehearsal is the demo's
-# --warmup); tests/unit/test_bench_variants.py holds this to common.settings.LOCAL_PROFILE.
+# Each workaround of the local profile and the settings it is made of; tests/unit/test_bench_variants.py
+# holds this to common.settings.LOCAL_PROFILE.
 WORKAROUNDS: dict[str, tuple[str, ...]] = {
     "shuffle_partitions": ("spark_shuffle_partitions",),
     "parallel_gc": ("spark_gc",),
     "fetch_wait": ("spark_kafka_fetch_max_wait_ms",),
     "codegen": ("spark_codegen_factory_mode", "spark_codegen_large_batch_rows", "spark_codegen_cache_entries"),
     "state_versions": ("spark_state_versions_in_memory",),
-    "excluded_rules": ("spark_excluded_rules",),
-    "checksums": ("spark_local_checksum_files",),
-    "checkpoint_files": ("spark_checkpoint_file_manager",),
     "class_archive": ("spark_class_archive",),
-    "python_daemon": ("spark_python_daemon",),
     "standby_yields_cpu": ("standby_yields_cpu",),
-    "rehearsal": (),
 }
-VARIANTS = ("local", "untuned", "groups", "per_query", *(f"without-{name}" for name in WORKAROUNDS))
+# The workarounds outside the profile, in force on any master (the worker daemon) or in the demo only
+# (its rehearsal, --warmup): the environment and the demo options that leave each out.
+OTHER_WORKAROUNDS: dict[str, tuple[dict[str, str], list[str]]] = {
+    "python_daemon": ({"FRAUD_SPARK_PYTHON_DAEMON": ""}, []),
+    "rehearsal": ({}, ["--warmup", "0"]),
+}
+VARIANTS = ("local", "untuned", "groups", "per_query", *(f"without-{name}" for name in (*WORKAROUNDS, *OTHER_WORKAROUNDS)))
 DEFAULT_VARIANTS = ("local", "untuned")
 DETECTORS = ("double_swipe", "impossible_travel", "amount_anomaly", "velocity", "ml_score")
 
@@ -54,8 +55,9 @@ def variant_run(variant: str) -> tuple[dict[str, str], list[str]]:
         return {"FRAUD_DETECTOR_GROUPS": ";".join(f"{name}={name}" for name in registry.names())}, []
     if variant.startswith("without-"):
         name = variant.removeprefix("without-")
-        if name == "rehearsal":
-            return {"FRAUD_PROFILE": "local"}, ["--warmup", "0"]
+        if name in OTHER_WORKAROUNDS:
+            env, extra = OTHER_WORKAROUNDS[name]
+            return {"FRAUD_PROFILE": "local", **env}, extra
         return {"FRAUD_PROFILE": "local", **spark_defaults(WORKAROUNDS[name])}, []
     if variant == "groups":
         return {"FRAUD_DETECTOR_GROUPS": get_settings().detector_groups}, []

@@ -122,15 +122,11 @@ class Settings:
     spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 0)
     spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 100)
     spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 2)
-    # Optimizer rules left out of every micro-batch's planning. Empty: Spark's full rule set.
-    spark_excluded_rules: str = _env("FRAUD_SPARK_EXCLUDED_RULES", "")
-    spark_local_checksum_files: bool = _env("FRAUD_SPARK_LOCAL_CHECKSUM_FILES", True)
-    # A checkpoint file manager class of the job's jar. Empty: Spark's own.
-    spark_checkpoint_file_manager: str = _env("FRAUD_SPARK_CHECKPOINT_FILE_MANAGER", "")
     # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing). Empty: none.
     spark_class_archive: str = _env("FRAUD_SPARK_CLASS_ARCHIVE", "")
-    # The module Spark starts Python workers from. Empty: PySpark's own daemon.
-    spark_python_daemon: str = _env("FRAUD_SPARK_PYTHON_DAEMON", "")
+    # The module Spark starts Python workers from, on any master: PySpark's daemon with Python 3.11's
+    # zip-importer reset made lazy and the detectors' imports done before it forks. Empty: PySpark's own.
+    spark_python_daemon: str = _env("FRAUD_SPARK_PYTHON_DAEMON", "common.pyspark_daemon")
     # A standby job lowers its CPU weight (nice and autogroup) until it leads (spark_job/leadership.py).
     standby_yields_cpu: bool = _env("FRAUD_STANDBY_YIELDS_CPU", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
@@ -259,21 +255,8 @@ LOCAL_PROFILE: dict[str, Any] = {
     "spark_codegen_cache_entries": 500,
     # Spark's 2 keeps a second copy of every state map on the heap
     "spark_state_versions_in_memory": 1,
-    # rules that never change this project's plans but walk them in every micro-batch's planning
-    "spark_excluded_rules": ",".join(
-        f"org.apache.spark.sql.catalyst.optimizer.{rule}" for rule in (
-            "RemoveRedundantAliases", "FoldablePropagation", "MergeScalarSubqueries",
-            "OptimizeOneRowRelationSubquery", "SimplifyBinaryComparison", "OptimizeCsvJsonExprs",
-            "ReplaceNullWithFalseInPredicate", "InjectRuntimeFilter", "NullDownPropagation")) + "," + ",".join(
-        f"org.apache.spark.sql.execution.datasources.{rule}" for rule in ("SchemaPruning", "PruneFileSourcePartitions")),
-    # a .crc beside every local checkpoint file
-    "spark_local_checksum_files": False,
-    # checkpoint files written in the JVM: Hadoop's local file system forks chmod and readlink for each
-    "spark_checkpoint_file_manager": "fraud.spark.LocalCheckpointFiles",
     # a driver mapping the archived classes starts and plans its first batches sooner
     "spark_class_archive": str(REPO_ROOT / ".cache" / "spark-classes.jsa"),
-    # PySpark's daemon with Python 3.11's zip-importer reset made lazy and the detectors' imports done once
-    "spark_python_daemon": "common.pyspark_daemon",
     # a standby starting beside the leader otherwise takes half the CPU from its catch-up
     "standby_yields_cpu": True,
 }

