@@ -76,7 +76,7 @@ class Settings:
     # (docs/performance.md, "Real time in make demo"). python -m detectors run --group-triggers overrides it.
     detector_group_triggers: str = _env("FRAUD_DETECTOR_GROUP_TRIGGERS", "ml=3")
     # Seconds the detector job rehearses its queries on throw-away topics with sample transactions before
-    # its own start (spark_job/warmup.py), so the first live batches do not pay the JVM's and the Python
+    # its own start (spark_job/tuning/rehearsal.py), so the first live batches do not pay the JVM's and the Python
     # workers' first runs (docs/performance.md, "A warm job"). 0: none; make demo sets 60.
     detector_warmup_s: float = _env("FRAUD_DETECTOR_WARMUP_S", 0.0)
     # Records a detector query reads per micro-batch at most (Spark's maxOffsetsPerTrigger). Behind

@@ -39,7 +39,7 @@ DEFAULT_DURATION_S = 120
 CUSTOMERS_PER_RATE = 10
 MIN_CUSTOMERS = 200
 # The detector job rehearses its queries on throw-away topics with sample transactions for this long
-# before the traffic (spark_job/warmup.py), long enough for the JIT to have compiled the batches' code
+# before the traffic (spark_job/tuning/rehearsal.py), long enough for the JIT to have compiled the batches' code
 # when the first live batches run (docs/performance.md, "A warm job").
 # Not the job's own default: a restart should not wait.
 DEFAULT_WARMUP_S = 60.0

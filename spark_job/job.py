@@ -69,7 +69,7 @@ def plan(spark, detectors: Sequence, settings, options, standby: bool):
     before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision)."""
     from detectors.params import as_data
     from spark_job.live_params import RedisParams, applied_entry, follow_params
-    from spark_job.warmup import warm_up
+    from spark_job.tuning.rehearsal import warm_up
 
     follower, in_force = follow_params(settings, wait=standby)
     job = JobQueries(spark, detectors, settings, options)

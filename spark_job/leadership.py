@@ -3,7 +3,7 @@
 Spark's checkpoints have one writer: two drivers running the same queries would both append to their
 offset and commit logs. So before its queries start, a job takes an exclusive lock (``flock``) on
 ``<checkpoint root>/leader.lock``. A job that finds it held *stands by*: it has started its JVM and Python
-workers and rehearsed its queries (``spark_job.warmup``), and it waits for the lock. The kernel releases a
+workers and rehearsed its queries (``spark_job.tuning.rehearsal``), and it waits for the lock. The kernel releases a
 lock when the process holding it dies, however it dies (SIGKILL included), so the standby takes over at
 once with a warm JVM instead of a restarted job paying the JVM's first minute on its backlog
 (docs/performance.md, "A warm standby"). The alerts stay exactly once either way: the job that takes

@@ -123,7 +123,7 @@ class ProgressListener:
 
     def record(self, progress: dict) -> None:
         if is_rehearsal(progress.get("name") or ""):
-            return                 # the warm-up's queries (spark_job.warmup): not the job's
+            return                 # the warm-up's queries (spark_job.tuning.rehearsal): not the job's
         summary = summarize_progress(progress)
         if self.metrics is not None:
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 DLQ = "dlq"                          # the dead letters alone (``--query-per-detector``)
 SHARED = "detectors-shared"          # every detector in one query (``--shared``)
-REHEARSAL_PREFIX = "warmup-"         # the rehearsal's copies (spark_job.warmup): never the job's own
+REHEARSAL_PREFIX = "warmup-"         # the rehearsal's copies (spark_job.tuning.rehearsal): never the job's own
 
 
 def group(group_name: str, chosen: tuple[str, ...] | None = None) -> str:

@@ -98,7 +98,7 @@ class ChaosPlan:
     redis_down_s: float = 30.0    # how long the ``redis_outage`` step keeps Redis away
     detectors: tuple[str, ...] = ()   # the detector job's detectors (empty: every registered one)
     standby: bool = False         # a second detector job stands by (spark_job.leadership); a kill hits the leader
-    warmup_s: float = 0.0         # each detector job's rehearsal before it leads or stands by (spark_job.warmup)
+    warmup_s: float = 0.0         # each detector job's rehearsal before it leads or stands by (tuning.rehearsal)
     seed: int = 20261123
 
 

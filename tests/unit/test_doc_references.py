@@ -1,7 +1,7 @@
 """The docs name only what exists: every Python name and repository path they quote in backticks.
 
 README.md and docs/*.md quote the code as `detectors.operators`, `detectors.operators.pairs_within`,
-`spark_job.dead_letters.MAX_DLQ_ORIGINAL_BYTES` or `spark_job/warmup.py`. Code moves and docs stay, so
+`spark_job.dead_letters.MAX_DLQ_ORIGINAL_BYTES` or `spark_job/tuning/rehearsal.py`. Code moves and docs stay, so
 each such name is resolved against the code here, without importing it (most of it needs pyspark): a
 module is a file or package on disk, a module's name one bound at its top level, a class's name one
 bound in its body (or as ``self.name`` in one of its methods), all read with ``ast``. The JVM classes,
@@ -203,7 +203,8 @@ def test_a_dead_name_is_caught(tmp_path):
     doc = tmp_path / "planted.md"
     doc.write_text(
         "Alive: `common.settings`, `common.settings.Settings`, `detectors.operators.pairs_within(rows, key=…)`,\n"
-        "`spark_job/warmup.py`, `fraud.spark.RecentPairs`, `tests/unit/`, the topic `detectors.params.history`,\n"
+        "`spark_job/tuning/rehearsal.py`, `fraud.spark.RecentPairs`, `tests/unit/`,\n"
+        "the topic `detectors.params.history`,\n"
         "`models/registry/` (git-ignored) and `detectors/cash_out.py` (what make new-detector would write).\n"
         "\n"
         "Dead: `common.keyed_histories`, then `detectors.operators.no_such_op`\n"
@@ -215,11 +216,11 @@ def test_a_dead_name_is_caught(tmp_path):
     )
     dead = dead_references([doc])
     assert dead == [
-        "%s:5: `common.keyed_histories`: common has no module or name keyed_histories" % doc,
-        "%s:5: `detectors.operators.no_such_op`: detectors.operators has no module or name no_such_op" % doc,
-        "%s:6: `spark_job/no_such_file.py`: no such file or folder" % doc,
-        "%s:7: `common.settings.Settings.no_such_field`: class common.settings.Settings has no no_such_field" % doc,
-        "%s:7: `fraud.spark.NoSuchClass`: no spark_job/jvm/src/main/java/fraud/spark/NoSuchClass.java or "
+        "%s:6: `common.keyed_histories`: common has no module or name keyed_histories" % doc,
+        "%s:6: `detectors.operators.no_such_op`: detectors.operators has no module or name no_such_op" % doc,
+        "%s:7: `spark_job/no_such_file.py`: no such file or folder" % doc,
+        "%s:8: `common.settings.Settings.no_such_field`: class common.settings.Settings has no no_such_field" % doc,
+        "%s:8: `fraud.spark.NoSuchClass`: no spark_job/jvm/src/main/java/fraud/spark/NoSuchClass.java or "
         "detectors/operators/java/fraud/spark/NoSuchClass.java" % doc,
     ]
 

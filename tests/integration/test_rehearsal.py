@@ -1,4 +1,4 @@
-"""The detector job's warm-up (spark_job/warmup.py) rehearses the job's queries on topics of their own: they
+"""The detector job's warm-up (spark_job/tuning/rehearsal.py) rehearses the job's queries on topics of their own: they
 read every sample transaction it publishes, every rule detector alerts through the exactly-once writer, and
 afterwards no query runs, the rehearsal's checkpoints are gone and its progress reaches no progress file. A
 rehearsal query that cannot start or fails never keeps the job from starting; no time, no rehearsal."""
@@ -19,7 +19,7 @@ from detectors.harness import run_static
 from spark_job.options import QueryPlan, RunOptions
 from spark_job.progress import ProgressListener
 from spark_job.query_names import REHEARSAL_PREFIX as PREFIX
-from spark_job.warmup import rehearsal_settings, warm_up, warmup_transactions
+from spark_job.tuning.rehearsal import rehearsal_settings, warm_up, warmup_transactions
 
 pytestmark = pytest.mark.integration
 
@@ -111,7 +111,7 @@ def test_topics_that_cannot_be_deleted_leave_a_warning_not_an_error(monkeypatch,
     import common.kafka_admin
     from kafka.errors import KafkaConnectionError
 
-    from spark_job.warmup import _delete_topics
+    from spark_job.tuning.rehearsal import _delete_topics
 
     def gone(settings, names):
         raise KafkaConnectionError("no broker")
