@@ -122,8 +122,6 @@ class Settings:
     spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 0)
     spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 100)
     spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 2)
-    # The classes a local Spark driver loads, archived once by `deploy fetch` (class-data sharing). Empty: none.
-    spark_class_archive: str = _env("FRAUD_SPARK_CLASS_ARCHIVE", "")
     # The module Spark starts Python workers from, on any master: PySpark's daemon with Python 3.11's
     # zip-importer reset made lazy and the detectors' imports done before it forks. Empty: PySpark's own.
     spark_python_daemon: str = _env("FRAUD_SPARK_PYTHON_DAEMON", "common.pyspark_daemon")
@@ -255,8 +253,6 @@ LOCAL_PROFILE: dict[str, Any] = {
     "spark_codegen_cache_entries": 500,
     # Spark's 2 keeps a second copy of every state map on the heap
     "spark_state_versions_in_memory": 1,
-    # a driver mapping the archived classes starts and plans its first batches sooner
-    "spark_class_archive": str(REPO_ROOT / ".cache" / "spark-classes.jsa"),
     # a standby starting beside the leader otherwise takes half the CPU from its catch-up
     "standby_yields_cpu": True,
 }

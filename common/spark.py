@@ -53,47 +53,6 @@ def job_jars(settings: Settings) -> list[Path]:
     return [*jars, job_jar(settings)]
 
 
-def class_archive_key() -> str:
-    """What a class archive is valid for: this JVM and pyspark's jars. (HotSpot itself refuses an archive
-    of another JVM or class path, with a warning; the key says so before a JVM is started.)"""
-    import shutil
-
-    import pyspark
-
-    java = os.path.realpath(shutil.which("java") or "java")
-    jars = sorted(path.name for path in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
-    return hashlib.sha256("\n".join([java, pyspark.__version__, *jars]).encode()).hexdigest()
-
-
-def class_archive_stamp(archive: Path) -> Path:
-    return archive.with_name(archive.name + ".key")
-
-
-def class_archive_path(settings: Settings) -> Path | None:
-    """Where the driver's class-data sharing archive goes; None when there is none to have: the setting
-    is empty, or the driver is not local (a cluster's driver has other jars)."""
-    if not settings.spark_class_archive or not settings.spark_master.startswith("local"):
-        return None
-    return Path(settings.spark_class_archive)
-
-
-def driver_class_archive(settings: Settings) -> Path | None:
-    """The archive a local driver maps: ``class_archive_path``, when ``deploy fetch`` recorded it for this
-    JVM and these jars."""
-    archive = class_archive_path(settings)
-    if archive is None:
-        return None
-    stamp = class_archive_stamp(archive)
-    if archive.exists() and stamp.exists() and stamp.read_text() == class_archive_key():
-        return archive
-    return None
-
-
-def driver_jvm_options(settings: Settings) -> str:
-    archive = driver_class_archive(settings)
-    return f"{jvm_options(settings)} -XX:SharedArchiveFile={archive}" if archive else jvm_options(settings)
-
-
 # HotSpot leaves methods over 8,000 bytes of bytecode to the interpreter. The validation's generated code was
 # one until it became a Java UDF (spark_job/jvm); kept for the generated code of large compiled batches
 # (HotSpot's default measured no different in make demo since: docs/performance.md, "Spark settings and why").
@@ -134,7 +93,7 @@ def session_config(settings: Settings, app_name: str, with_kafka: bool = True,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.sql.warehouse.dir": str(settings.run_dir / "spark-warehouse"),
-        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {driver_jvm_options(settings)}",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={settings.run_dir / 'derby'} {jvm_options(settings)}",
         "spark.executor.extraJavaOptions": jvm_options(settings),
     }
     if settings.spark_shuffle_partitions:         # else the cores, once the session knows them (get_spark)

@@ -10,7 +10,7 @@ import sys
 
 from common.cli_errors import ArgumentParser, fail, run_command
 from common.settings import get_settings
-from deploy import browser, class_archive, cluster, local_stack
+from deploy import browser, cluster, local_stack
 
 PROG = "python -m deploy"
 
@@ -59,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
             local_stack.ensure_java()
             local_stack.fetch_kafka(settings)
             local_stack.fetch_spark_jars(settings)
-            class_archive.build(settings)
         elif args.command == "status":
             for name, info in local_stack.status(settings).items():
                 state = "ready" if info["ready"] else "down"

@@ -23,9 +23,8 @@ from pathlib import Path
 from common.kafka_clients import describe_endpoint
 from common.redis_clients import redis_address
 from common.settings import REPO_ROOT, Settings
-from common.spark import SPARK_JOB_JVM, driver_class_archive, job_jar_stamp, spark_job_sources_digest
+from common.spark import SPARK_JOB_JVM, job_jar_stamp, spark_job_sources_digest
 from common.waiting import wait_until
-from deploy import class_archive
 from deploy.debian import NotInstallable, apt_install
 from deploy.private_files import write_private
 from deploy.processes import tail_file
@@ -584,7 +583,6 @@ def up(settings: Settings, log=print, secure: bool = False, prometheus: bool = F
     log("fetching jars (cached after the first run) ...")
     fetch_kafka(settings)
     fetch_spark_jars(settings)
-    class_archive.build(settings, log)
     log(f"starting Redis on {redis_address(settings)} ...")
     RedisServer(settings).up()
     broker = KafkaBroker(settings, secure=secure)
@@ -627,8 +625,6 @@ def status(settings: Settings) -> dict[str, dict]:
         "spark-kafka jars": {"ready": (settings.spark_jars_dir / ".complete").exists(),
                              "address": str(settings.spark_jars_dir), "pid": None},
         "spark job jar": {"ready": settings.spark_job_jar.exists(), "address": str(settings.spark_job_jar), "pid": None},
-        "spark classes": {"ready": driver_class_archive(settings) is not None, "pid": None,
-                          "address": settings.spark_class_archive or "(none: FRAUD_SPARK_CLASS_ARCHIVE is empty)"},
     }
 
 

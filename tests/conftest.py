@@ -89,11 +89,9 @@ def topics(stack, unique):
 def spark(settings):
     """One local[2] SparkSession (with the Kafka connector on its classpath) for the whole run."""
     from common.spark import get_spark
-    from deploy import class_archive
     from deploy.local_stack import fetch_spark_jars
 
     fetch_spark_jars(settings)
-    class_archive.build(settings)
     session = get_spark("tests", settings)
     yield session
     session.stop()

@@ -36,17 +36,6 @@ def test_the_jvm_compiles_huge_generated_methods(spark):
     assert JIT_HUGE_METHODS in list(runtime.getInputArguments())
 
 
-def test_the_driver_maps_the_class_archive_that_fetch_recorded(spark, settings):
-    """``deploy fetch`` records the classes Spark loads (deploy/class_archive.py); a local driver maps them."""
-    from common.spark import driver_class_archive
-
-    archive = driver_class_archive(settings)
-    assert archive is not None, "no class archive recorded for this JVM and these jars"
-    runtime = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    assert f"-XX:SharedArchiveFile={archive}" in list(runtime.getInputArguments())
-    assert "sharing" in spark.sparkContext._jvm.java.lang.System.getProperty("java.vm.info")
-
-
 def test_the_session_takes_its_codegen_factory_mode_from_the_settings(spark, settings):
     """NO_CODEGEN by default: no eviction predicate generated and compiled again every micro-batch."""
     assert settings.spark_codegen_factory_mode == "NO_CODEGEN"

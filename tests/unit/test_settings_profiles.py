@@ -32,8 +32,8 @@ def test_a_cluster_master_gets_sparks_own_defaults(master):
     settings = Settings.from_env(environ={"FRAUD_SPARK_MASTER": master})
     assert settings.active_profile == "cluster"
     assert tuned(settings) == cluster_defaults()
-    # partitions from the cores, no class archive
-    assert settings.spark_shuffle_partitions == 0 and settings.spark_class_archive == ""
+    # partitions from the cores
+    assert settings.spark_shuffle_partitions == 0
     assert settings.spark_codegen_factory_mode == "FALLBACK" and settings.spark_codegen_large_batch_rows == 0
     assert not settings.standby_yields_cpu
 
@@ -73,6 +73,6 @@ def test_settings_pointed_at_a_cluster_take_its_profile_and_keep_what_was_set_by
     local = Settings.from_env(environ={"FRAUD_SPARK_MASTER": "local[2]", "FRAUD_SPARK_GC": "Serial"})
     clustered = cluster_settings(local)
     assert clustered.active_profile == "cluster"
-    assert clustered.spark_shuffle_partitions == 0 and clustered.spark_class_archive == ""
+    assert clustered.spark_shuffle_partitions == 0
     assert clustered.spark_gc == "Serial"
     assert "FRAUD_SPARK_SHUFFLE_PARTITIONS" not in clustered.to_env()

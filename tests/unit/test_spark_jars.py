@@ -60,37 +60,3 @@ def test_a_driver_run_from_the_clusters_application_zip_uses_the_stamped_jar(tmp
     zipfile.ZipFile(app, "w").close()
     monkeypatch.setattr(common.spark, "SPARK_JOB_JVM", app / "spark_job" / "jvm")
     assert job_jars(settings)[-1] == jar
-
-
-def test_a_local_driver_maps_the_class_archive_recorded_for_this_jvm_and_these_jars(tmp_path, settings):
-    from common.spark import class_archive_key, class_archive_stamp
-
-    archive = tmp_path / "spark-classes.jsa"
-    settings, jar = jars_in(tmp_path, settings)
-    jar.write_bytes(b"")
-    settings = settings.replace(spark_class_archive=str(archive), spark_master="local[2]")
-
-    def driver_options(s):
-        return session_config(s, "t", with_kafka=False)["spark.driver.extraJavaOptions"]
-
-    assert "SharedArchiveFile" not in driver_options(settings)                  # none recorded yet
-    archive.write_bytes(b"")
-    class_archive_stamp(archive).write_text("another JVM's key")
-    assert "SharedArchiveFile" not in driver_options(settings)                  # recorded for something else
-    class_archive_stamp(archive).write_text(class_archive_key())
-    config = session_config(settings, "t", with_kafka=False)
-    assert f"-XX:SharedArchiveFile={archive}" in config["spark.driver.extraJavaOptions"]
-    assert "SharedArchiveFile" not in config["spark.executor.extraJavaOptions"]
-    assert "SharedArchiveFile" not in driver_options(settings.replace(spark_master="spark://127.0.0.1:7077"))
-    assert "SharedArchiveFile" not in driver_options(settings.replace(spark_class_archive=""))
-
-
-def test_no_class_archive_is_recorded_for_a_cluster_driver_or_when_none_is_wanted(tmp_path, settings):
-    from deploy import class_archive
-
-    said = []
-    archive = str(tmp_path / "spark-classes.jsa")
-    assert class_archive.build(settings.replace(spark_class_archive=archive, spark_master="spark://127.0.0.1:7077"),
-                               said.append) is None
-    assert class_archive.build(settings.replace(spark_class_archive=""), said.append) is None
-    assert said == [] and list(tmp_path.iterdir()) == []
