@@ -183,7 +183,7 @@ SPARK_VARIANTS = {
     "spark_native_shared": (NATIVE_DETECTORS, True, "exactly-once"),
     "spark_all_shared_large_batches": (ALL_DETECTORS, True, "exactly-once"),
     "spark_all_shared_default_batches": (ALL_DETECTORS, True, "exactly-once"),
-    # the code-generation switch by batch size (spark_job.codegen) against either mode throughout
+    # the code-generation switch by batch size (spark_job.tuning.codegen) against either mode throughout
     "spark_all_shared_large_batches_interpreted": (ALL_DETECTORS, True, "exactly-once"),
     "spark_all_shared_large_batches_compiled": (ALL_DETECTORS, True, "exactly-once"),
 }
@@ -209,7 +209,7 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
             "timeout_s": timeout or (run.sizes.slow_timeout_s if slow else run.sizes.spark_timeout_s),
             "max_offsets_per_trigger": batch_size(run.sizes, name),
             # Spark's built-in Kafka sink cannot switch how a query's batches run code by their size
-            # (spark_job.codegen.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
+            # (spark_job.tuning.codegen.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
             "codegen_large_batch_rows": 0 if name in EXACTLY_ONCE_PAIR else None,
             **({"codegen_factory_mode": CODEGEN_MODES[base][0], "codegen_large_batch_rows": CODEGEN_MODES[base][1]}
                if (base := name.split("#")[0]) in CODEGEN_MODES else {})}

@@ -118,7 +118,7 @@ class Settings:
     spark_gc: str = _env("FRAUD_SPARK_GC", "G1")
     spark_kafka_fetch_max_wait_ms: int = _env("FRAUD_SPARK_KAFKA_FETCH_MAX_WAIT_MS", 500)
     spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "FALLBACK")
-    # 0: no switch of the code-generation mode by batch size (spark_job/codegen.py)
+    # 0: no switch of the code-generation mode by batch size (spark_job/tuning/codegen.py)
     spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 0)
     spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 100)
     spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 2)
@@ -246,7 +246,7 @@ LOCAL_PROFILE: dict[str, Any] = {
     "spark_gc": "Parallel",
     # Kafka's 500 ms fetch wait is paid per partition at the log's end in every live batch
     "spark_kafka_fetch_max_wait_ms": 10,
-    # small batches interpreted (no watermark code compiled each batch), large ones compiled (spark_job/codegen.py)
+    # small batches interpreted (no watermark code compiled each batch), large ones compiled (tuning/codegen.py)
     "spark_codegen_factory_mode": "NO_CODEGEN",
     "spark_codegen_large_batch_rows": 20_000,
     # a compiled batch of the rules query needs ~100 classes: Spark's 100 evicts them

@@ -26,7 +26,7 @@ from detectors.base import TRANSACTION_SCHEMA, Detector
 from detectors.operators import keep
 from detectors.registry import in_registry_order
 from spark_job.alert_writer import ALERT_KIND, ExactlyOnceWriter
-from spark_job.codegen import CodegenByBatchSize
+from spark_job.tuning.codegen import CodegenByBatchSize
 from spark_job.dead_letters import dlq_hash_key, dlq_values
 from spark_job import checkpoint_members, query_names
 from spark_job.options import SINKS, QueryPlan, RunOptions, plan_queries

@@ -1,4 +1,5 @@
-"""A query that catches up runs compiled code, one that keeps up runs interpreted (spark_job.codegen.CodegenByBatchSize).
+"""A query that catches up runs compiled code, one that keeps up runs interpreted
+(spark_job.tuning.codegen.CodegenByBatchSize).
 
 Real broker and Spark: the shared query of a test detector gets two large micro-batches, then two small
 ones, and the plan of each batch shows whether whole-stage code generation was on (``*(n)`` before an
@@ -67,7 +68,7 @@ def test_small_batches_are_written_as_one_task_and_large_ones_keep_their_partiti
     from a second one on two busy cores, a large one does."""
     from types import SimpleNamespace
 
-    from spark_job.codegen import CodegenByBatchSize
+    from spark_job.tuning.codegen import CodegenByBatchSize
 
     tasks: list[int] = []
     by_size = CodegenByBatchSize(lambda df, batch_id: tasks.append(df.rdd.getNumPartitions()),
@@ -87,7 +88,7 @@ def test_small_batches_are_written_as_one_task_and_large_ones_keep_their_partiti
 
 def test_a_query_that_starts_behind_runs_its_first_batch_compiled(stack, topics, spark, tmp_path):
     """A restart with a backlog (or the batch a killed job had planned) is a large first batch: the query's
-    own session starts in the mode of its size (spark_job.backlog), not in the small batches' mode."""
+    own session starts in the mode of its size (spark_job.tuning.backlog), not in the small batches' mode."""
     s = stack.replace(topic_transactions=topics("transactions", partitions=1), topic_alerts=topics("alerts"),
                       topic_dlq=topics("dlq"), topic_alert_markers=topics("markers", cleanup__policy="compact"),
                       spark_codegen_factory_mode="NO_CODEGEN", spark_codegen_large_batch_rows=100)

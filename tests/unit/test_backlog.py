@@ -1,4 +1,4 @@
-"""What a detector query's first batch will read, from its checkpoint (spark_job.backlog)."""
+"""What a detector query's first batch will read, from its checkpoint (spark_job.tuning.backlog)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_job.backlog import planned_again, records_between
+from spark_job.tuning.backlog import planned_again, records_between
 
 pytestmark = pytest.mark.unit
 

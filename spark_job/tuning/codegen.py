@@ -9,9 +9,9 @@ from typing import Callable, Iterator
 from pyspark.sql import DataFrame
 
 from common.settings import Settings
-from spark_job.backlog import first_batch_rows
+from spark_job.tuning.backlog import first_batch_rows
 
-log = logging.getLogger("spark_job.codegen")
+log = logging.getLogger("spark_job.tuning.codegen")
 
 FALLBACK = "FALLBACK"
 
@@ -30,7 +30,7 @@ class CodegenByBatchSize:
     deserializing the whole stage's plan.
 
     A query starts in the mode of its first batch (``starting``): a restart behind the topic, or the batch
-    a killed job had planned, run again first, is large before any batch has run (``spark_job.backlog``).
+    a killed job had planned, run again first, is large before any batch has run (``spark_job.tuning.backlog``).
     Measured in docs/performance.md.
     """
 

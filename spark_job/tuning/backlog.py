@@ -1,6 +1,6 @@
 """How many records a query's first micro-batch will read, before it starts.
 
-``spark_job.codegen.CodegenByBatchSize`` runs large batches compiled, and until now knew a batch was large
+``spark_job.tuning.codegen.CodegenByBatchSize`` runs large batches compiled, and until now knew a batch was large
 only once one had run. Two batches are large before any has: the first of a query that starts behind (a
 restart after a broker outage, a job that was down), and the batch a killed job had planned, which the
 job that takes over must run again first, exactly as planned. Both are known from the checkpoint and the
