@@ -187,9 +187,11 @@ SPARK_VARIANTS = {
     "spark_all_shared_large_batches_interpreted": (ALL_DETECTORS, True, "exactly-once"),
     "spark_all_shared_large_batches_compiled": (ALL_DETECTORS, True, "exactly-once"),
 }
-# How a variant runs code, when not as the settings say: (spark.sql.codegen.factoryMode, switch rows).
-CODEGEN_MODES = {"spark_all_shared_large_batches_interpreted": ("NO_CODEGEN", 0),
-                 "spark_all_shared_large_batches_compiled": ("FALLBACK", 0)}
+# How a variant runs code, when not as the settings say: one mode throughout, no switch.
+CODEGEN_MODES = {
+    "spark_all_shared_large_batches_interpreted": {"codegen_factory_mode": "NO_CODEGEN", "codegen_large_batch_rows": 0},
+    "spark_all_shared_large_batches_compiled": {"codegen_factory_mode": "FALLBACK", "codegen_large_batch_rows": 0},
+}
 # Detector parameters a variant changes (none at present: amount_anomaly's state_buckets, which the
 # card_groups variant set, went with its Python state in 4.0.0).
 VARIANT_PARAMS: dict[str, dict] = {}
@@ -211,8 +213,7 @@ def spark_plan_run(run: BenchRun, name: str, detectors, shared, sink, data: dict
             # Spark's built-in Kafka sink cannot switch how a query's batches run code by their size
             # (spark_job.tuning.codegen.CodegenByBatchSize): the exactly-once pair runs both with the fixed mode
             "codegen_large_batch_rows": 0 if name in EXACTLY_ONCE_PAIR else None,
-            **({"codegen_factory_mode": CODEGEN_MODES[base][0], "codegen_large_batch_rows": CODEGEN_MODES[base][1]}
-               if (base := name.split("#")[0]) in CODEGEN_MODES else {})}
+            **CODEGEN_MODES.get(name.split("#")[0], {})}
 
 
 EXACTLY_ONCE_PAIR = ("spark_ds_velocity", "spark_ds_velocity_builtin_sink")

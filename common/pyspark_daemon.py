@@ -1,7 +1,7 @@
 """PySpark's Python worker daemon, started with one fix for Python 3.11: a lazy zip-importer cache reset.
 
 Spark starts its Python workers with ``python -m <spark.python.daemon.module>``; ``common.spark`` points
-that setting here. Every Python task begins with ``importlib.invalidate_caches()``
+that setting here (``Settings.spark_python_daemon``, on every master). Every Python task begins with ``importlib.invalidate_caches()``
 (``pyspark.worker_util.setup_spark_files``), and on Python 3.11 that makes every zip importer on
 ``sys.path`` read its archive's whole directory again, at once. A pip-installed PySpark 4.0 puts three
 archives on the workers' path: ``pyspark.zip`` (1,220 entries), py4j's and ``spark-core``'s jar (5,261

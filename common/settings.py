@@ -128,8 +128,8 @@ class Settings:
     # A standby job lowers its CPU weight (nice and autogroup) until it leads (spark_job/leadership.py).
     standby_yields_cpu: bool = _env("FRAUD_STANDBY_YIELDS_CPU", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
-    # The detector job's own jar (spark_job/jvm: the validation, the keyed operators, the checkpoint
-    # files), built by `deploy fetch`.
+    # The detector job's own jar (spark_job/jvm: the validation; detectors/operators/java: the keyed
+    # operators), built by `deploy fetch`.
     spark_job_jar: Path = _env("FRAUD_SPARK_JOB_JAR", REPO_ROOT / ".cache" / "jars" / "spark-job" / "fraud-spark-job.jar")
 
     # --- Metrics (docs/metrics.md): each process serves /metrics in the Prometheus text format -------

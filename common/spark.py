@@ -30,8 +30,9 @@ def job_jar_stamp(jar: Path) -> Path:
 
 
 def job_jar(settings: Settings) -> Path:
-    """The job's own jar (``spark_job/jvm``: the contract's validation, the checkpoint file manager, and the
-    keyed operators of ``detectors/operators/java``), built by ``python -m deploy fetch``; every session has it, the detectors' harness too."""
+    """The job's own jar (``spark_job/jvm``: the contract's validation, and the keyed operators of
+    ``detectors/operators/java``), built by ``python -m deploy fetch``; every session has it, the
+    detectors' harness too."""
     if not settings.spark_job_jar.exists():
         raise UserError(f"the detector job's jar {settings.spark_job_jar} is not built: "
                         f"run `make up` (or `python -m deploy fetch`) first", UNAVAILABLE)
