@@ -137,11 +137,11 @@ def start_query(rows: DataFrame, name: str, settings: Settings, options: RunOpti
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     if exactly_once:
         kafka_writer = ExactlyOnceWriter(settings, writer_id=name, checkpoint_dir=checkpoint).open()
-        write = CodegenByBatchSize(kafka_writer, settings)
-        with write.starting(rows.sparkSession, checkpoint):
-            write.query = writer.foreachBatch(write).start()
-        close_when_query_ends(rows.sparkSession, write.query, kafka_writer)
-        return write.query
+        write = CodegenByBatchSize(kafka_writer, settings, name, checkpoint)
+        with write.starting(rows.sparkSession):
+            query = writer.foreachBatch(write).start()
+        close_when_query_ends(rows.sparkSession, query, kafka_writer)
+        return query
     return writer.format("kafka").options(**spark_kafka_options(settings)).start()
 
 

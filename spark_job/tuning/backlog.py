@@ -1,15 +1,16 @@
-"""How many records a query's first micro-batch will read, before it starts.
+"""How many records a query's micro-batch read, or its first one will read, from its checkpoint.
 
-``spark_job.tuning.codegen.CodegenByBatchSize`` runs large batches compiled, and until now knew a batch was large
-only once one had run. Two batches are large before any has: the first of a query that starts behind (a
-restart after a broker outage, a job that was down), and the batch a killed job had planned, which the
-job that takes over must run again first, exactly as planned. Both are known from the checkpoint and the
-topic before the query starts. (After that, a batch's size is known from the one before it: a query that
-falls behind does so batch by batch.)
+``spark_job.tuning.codegen.CodegenByBatchSize`` runs large batches compiled. A batch's size is the
+difference between its planned end offsets and the batch before's (``batch_rows``): a query that falls
+behind does so batch by batch, so each batch decides for the next. Two batches are large before any has
+run: the first of a query that starts behind (a restart after a broker outage, a job that was down), and
+the batch a killed job had planned, which the job that takes over must run again first, exactly as
+planned. Both are known from the checkpoint and the topic before the query starts (``first_batch_rows``).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -40,6 +41,33 @@ def planned_again(checkpoint: str | Path) -> int | None:
     start runs again first; None when there is none, or the checkpoint is not local."""
     batches = _batches(checkpoint)
     return None if batches is None else _planned_again(checkpoint, *batches)
+
+
+def batch_rows(checkpoint: str | Path, batch_id: int) -> int | None:
+    """Records batch ``batch_id`` of a local checkpoint read: its planned end offsets against the batch
+    before's, or for a query's first batch against where its sources started (transaction markers count
+    as records); None when the checkpoint is not local or no longer holds the batch before."""
+    folder = local_folder(checkpoint)
+    if folder is None:
+        return None
+    try:
+        end = batch_end_offsets(checkpoint, batch_id)
+        start = batch_end_offsets(checkpoint, batch_id - 1) if batch_id > 0 else _initial_offsets(folder, len(end))
+        return records_between(start, end)
+    except (OSError, ValueError) as error:     # the batch before aged out of the checkpoint
+        log.debug("no size for batch %d of %s: %s", batch_id, checkpoint, error)
+        return None
+
+
+def _initial_offsets(folder: Path, sources: int) -> list:
+    """Where each Kafka source of a query started: ``sources/<i>/0``, a version line and its JSON offsets
+    (after a byte Spark 2.1 left there, kept for compatibility)."""
+    starts = []
+    for i in range(sources):
+        path = folder / "sources" / str(i) / "0"
+        lines = [line for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+        starts.append(json.loads(lines[-1]) if len(lines) >= 2 else None)
+    return starts
 
 
 def first_batch_rows(settings: Settings, checkpoint: str | Path) -> int | None:

@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 from pyspark.sql import DataFrame
 
 from common.settings import Settings
-from spark_job.tuning.backlog import first_batch_rows
+from spark_job.tuning.backlog import batch_rows, first_batch_rows
 
 log = logging.getLogger("spark_job.tuning.codegen")
 
@@ -34,19 +34,19 @@ class CodegenByBatchSize:
     Measured in docs/performance.md.
     """
 
-    def __init__(self, write: Callable, settings: Settings):
+    def __init__(self, write: Callable, settings: Settings, name: str, checkpoint: str):
         self.write = write
         self.settings = settings
+        self.name, self.checkpoint = name, checkpoint
         self.large_rows = settings.spark_codegen_large_batch_rows
         self.small_mode = settings.spark_codegen_factory_mode
-        self.query = None          # set once the query has started
         self.mode = self.small_mode
 
     @contextmanager
-    def starting(self, spark, checkpoint) -> Iterator[None]:
-        """Around ``start()`` of the query on ``checkpoint``: its own session is cloned from ``spark`` then,
-        so it starts in the mode of its first batch's size; ``spark`` gets its setting back afterwards."""
-        first = first_batch_rows(self.settings, checkpoint) if self.large_rows else None
+    def starting(self, spark) -> Iterator[None]:
+        """Around ``start()`` of the query: its own session is cloned from ``spark`` then, so it starts in
+        the mode of its first batch's size; ``spark`` gets its setting back afterwards."""
+        first = first_batch_rows(self.settings, self.checkpoint) if self.large_rows else None
         self.mode = self.mode_for(first) if first is not None else self.small_mode
         before = spark.conf.get("spark.sql.codegen.factoryMode")
         switch = first is not None and self.mode != self.small_mode and self.mode != before
@@ -66,10 +66,10 @@ class CodegenByBatchSize:
         self.write(batch_df.coalesce(1) if small else batch_df, batch_id)
         if not self.large_rows:    # the switch is off: no py4j round trips for the batch's count
             return
-        wanted = self.mode_for(self.input_rows())
+        wanted = self.mode_for(self.input_rows(batch_id))
         if wanted != self.mode:
             batch_df.sparkSession.conf.set("spark.sql.codegen.factoryMode", wanted)
-            log.info("query %s: next batches with spark.sql.codegen.factoryMode=%s", self.query.name, wanted)
+            log.info("query %s: next batches with spark.sql.codegen.factoryMode=%s", self.name, wanted)
             self.mode = wanted
 
     def mode_for(self, input_rows: int | None) -> str:
@@ -77,10 +77,6 @@ class CodegenByBatchSize:
             return self.mode
         return FALLBACK if input_rows >= self.large_rows else self.small_mode
 
-    def input_rows(self) -> int | None:
-        """Records the batch just written read from the topic: the runner's validation counts them
-        (``observe``), so the batch's own execution has the figure as soon as its job has run."""
-        if self.query is None:     # the first batch can run before start() has returned
-            return None
-        observed = self.query._jsq.streamingQuery().lastExecution().observedMetrics()
-        return None if observed.isEmpty() else int(observed.valuesIterator().next().getAs("records"))
+    def input_rows(self, batch_id: int) -> int | None:
+        """Records the batch just written read: its offsets in the checkpoint against the batch before's."""
+        return batch_rows(self.checkpoint, batch_id)

@@ -66,19 +66,16 @@ def _read_so_far(query) -> int:
 def test_small_batches_are_written_as_one_task_and_large_ones_keep_their_partitions(spark, settings):
     """Each of a batch's partitions is a task that deserializes the whole stage; a small batch gains nothing
     from a second one on two busy cores, a large one does."""
-    from types import SimpleNamespace
-
     from spark_job.tuning.codegen import CodegenByBatchSize
 
     tasks: list[int] = []
     by_size = CodegenByBatchSize(lambda df, batch_id: tasks.append(df.rdd.getNumPartitions()),
-                                 settings.replace(spark_codegen_large_batch_rows=100))
-    by_size.query = SimpleNamespace(name="test")
+                                 settings.replace(spark_codegen_large_batch_rows=100), "test", "unused")
     frame = spark.range(50).repartition(5)
     before = spark.conf.get("spark.sql.codegen.factoryMode")
     try:
         for batch_id, rows in enumerate([5, 500, 500, 5, 5]):      # what each batch read
-            by_size.input_rows = lambda rows=rows: rows
+            by_size.input_rows = lambda batch_id, rows=rows: rows
             by_size(frame, batch_id)
     finally:
         spark.conf.set("spark.sql.codegen.factoryMode", before)

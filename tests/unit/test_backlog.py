@@ -1,4 +1,4 @@
-"""What a detector query's first batch will read, from its checkpoint (spark_job.tuning.backlog)."""
+"""What a detector query's batch read, or its first batch will read, from its checkpoint (spark_job.tuning.backlog)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from spark_job.tuning.backlog import planned_again, records_between
+from spark_job.tuning.backlog import batch_rows, planned_again, records_between
 
 pytestmark = pytest.mark.unit
 
@@ -48,3 +48,15 @@ def test_the_batch_a_killed_job_had_planned_is_run_again_first(tmp_path):
 def test_a_first_batch_that_was_never_committed_has_no_start_to_count_from(tmp_path):
     write_batch(tmp_path, 0, offsets(p0=500), committed=False)
     assert planned_again(tmp_path) is None
+
+
+def test_a_batch_read_what_lies_between_its_end_offsets_and_the_batch_befores(tmp_path):
+    write_batch(tmp_path, 0, offsets(p0=100, p1=100), committed=True)
+    write_batch(tmp_path, 1, offsets(p0=25_100, p1=100), committed=False)    # planned, still running
+    assert batch_rows(tmp_path, 1) == 25_000
+    assert batch_rows(tmp_path, 0) is None                        # a first batch without its sources' start
+    (tmp_path / "sources" / "0").mkdir(parents=True)
+    (tmp_path / "sources" / "0" / "0").write_text("\0v1\n" + json.dumps({TOPIC: {"0": 40, "1": 100}}))
+    assert batch_rows(tmp_path, 0) == 60                          # from where the query started
+    assert batch_rows(tmp_path, 7) is None                        # not in the checkpoint
+    assert batch_rows("s3a://bucket/checkpoints/q", 1) is None
