@@ -29,10 +29,8 @@ from detectors import registry
 # holds this to common.settings.LOCAL_PROFILE.
 WORKAROUNDS: dict[str, tuple[str, ...]] = {
     "shuffle_partitions": ("spark_shuffle_partitions",),
-    "parallel_gc": ("spark_gc",),
     "fetch_wait": ("spark_kafka_fetch_max_wait_ms",),
     "codegen": ("spark_codegen_factory_mode", "spark_codegen_large_batch_rows", "spark_codegen_cache_entries"),
-    "state_versions": ("spark_state_versions_in_memory",),
     "standby_yields_cpu": ("standby_yields_cpu",),
 }
 # The workarounds outside the profile, in force on any master (the worker daemon) or in the demo only

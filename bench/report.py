@@ -62,8 +62,7 @@ def spark_line(spark: dict) -> str:
     switch = f"FALLBACK after a batch of {large:,} records or more" if large else "never switched"
     return (f"{spark['spark_master']}, {spark['spark_driver_memory']} driver, {spark['spark_gc']} collector, "
             f"{spark['spark_shuffle_partitions']} shuffle partition(s), code generation "
-            f"{spark['spark_codegen_factory_mode']} ({switch}), "
-            f"{spark['spark_state_versions_in_memory']} state version(s) cached")
+            f"{spark['spark_codegen_factory_mode']} ({switch})")
 
 
 def markdown(results: dict) -> str:

@@ -110,18 +110,17 @@ class Settings:
     # Diagnostics: when set, the detector job writes Spark's analyzer/optimizer time per rule here every
     # 10 s (RuleExecutor.dumpTimeSpent), to see what each micro-batch's planning costs.
     spark_rule_times_file: str = _env("FRAUD_SPARK_RULE_TIMES_FILE", "")
+    spark_gc: str = _env("FRAUD_SPARK_GC", "G1")      # the driver's collector: -XX:+Use<this>GC
     # The settings below have Spark's (or Kafka's) own defaults here, for a cluster; the local profile
     # replaces them with LOCAL_PROFILE's values. A variable set by hand wins in either profile.
     # Shuffle partitions of stateful queries, frozen into each checkpoint at its first run; 0: the cores
     # Spark has (spark.default.parallelism) when the session starts.
     spark_shuffle_partitions: int = _env("FRAUD_SPARK_SHUFFLE_PARTITIONS", 0)
-    spark_gc: str = _env("FRAUD_SPARK_GC", "G1")
     spark_kafka_fetch_max_wait_ms: int = _env("FRAUD_SPARK_KAFKA_FETCH_MAX_WAIT_MS", 500)
     spark_codegen_factory_mode: str = _env("FRAUD_SPARK_CODEGEN_FACTORY_MODE", "FALLBACK")
     # 0: no switch of the code-generation mode by batch size (spark_job/tuning/codegen.py)
     spark_codegen_large_batch_rows: int = _env("FRAUD_SPARK_CODEGEN_LARGE_BATCH_ROWS", 0)
     spark_codegen_cache_entries: int = _env("FRAUD_SPARK_CODEGEN_CACHE_ENTRIES", 100)
-    spark_state_versions_in_memory: int = _env("FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY", 2)
     # The module Spark starts Python workers from, on any master: PySpark's daemon with Python 3.11's
     # zip-importer reset made lazy and the detectors' imports done before it forks. Empty: PySpark's own.
     spark_python_daemon: str = _env("FRAUD_SPARK_PYTHON_DAEMON", "common.pyspark_daemon")
@@ -242,8 +241,6 @@ PROFILES = ("local", "cluster")
 LOCAL_PROFILE: dict[str, Any] = {
     # each shuffle partition costs every stateful operator a state store per batch
     "spark_shuffle_partitions": 1,
-    # G1's barriers and concurrent threads compete with the job for two cores
-    "spark_gc": "Parallel",
     # Kafka's 500 ms fetch wait is paid per partition at the log's end in every live batch
     "spark_kafka_fetch_max_wait_ms": 10,
     # small batches interpreted (no watermark code compiled each batch), large ones compiled (tuning/codegen.py)
@@ -251,8 +248,6 @@ LOCAL_PROFILE: dict[str, Any] = {
     "spark_codegen_large_batch_rows": 20_000,
     # a compiled batch of the rules query needs ~100 classes: Spark's 100 evicts them
     "spark_codegen_cache_entries": 500,
-    # Spark's 2 keeps a second copy of every state map on the heap
-    "spark_state_versions_in_memory": 1,
     # a standby starting beside the leader otherwise takes half the CPU from its catch-up
     "standby_yields_cpu": True,
 }

@@ -43,17 +43,11 @@ def test_the_session_takes_its_codegen_factory_mode_from_the_settings(spark, set
 
 
 def test_the_jvm_runs_the_collector_of_the_settings(spark, settings):
-    """Parallel by default (FRAUD_SPARK_GC): G1's barriers and concurrent threads cost about 15% of two cores."""
+    """FRAUD_SPARK_GC, G1 by default (the JVM's own)."""
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     collectors = {bean.getName() for bean in management.getGarbageCollectorMXBeans()}
     expected = {"Parallel": {"PS Scavenge", "PS MarkSweep"}, "G1": {"G1 Young Generation", "G1 Old Generation"}}
     assert expected[settings.spark_gc] <= collectors
-
-
-def test_the_state_stores_cache_the_versions_of_the_settings(spark, settings):
-    """One by default (FRAUD_SPARK_STATE_VERSIONS_IN_MEMORY): Spark's 2 keeps a second copy of every state map."""
-    assert settings.spark_state_versions_in_memory == 1
-    assert spark.conf.get("spark.sql.streaming.maxBatchesToRetainInMemory") == "1"
 
 
 def test_a_compiled_micro_batch_reuses_the_classes_of_the_one_before(stack, topics, spark, tmp_path):
