@@ -22,8 +22,11 @@ def json_bytes(value: Any) -> bytes:
 def make_producer(settings: Settings, **overrides: Any):
     """A keyed producer with the delivery guarantees every writer of this project wants."""
     from kafka import KafkaProducer
-
     from kafka.serializer import DefaultSerializer
+
+    from common import producer_recovery
+
+    producer_recovery.install()
 
     config: dict[str, Any] = dict(kafka_python_config(settings), acks="all", enable_idempotence=True,
                                   linger_ms=5, key_serializer=DefaultSerializer())

@@ -28,7 +28,11 @@ PRODUCER_TUNING: dict[str, Any] = {
     "linger_ms": 20,
     "batch_size": 256 * 1024,
     "max_request_size": 4 * 1024 * 1024,
+    # A broker restarted or paused for minutes delays records, never expires them: an expired record is in
+    # doubt (it may be in the log), and no other producer can send it again without a duplicate.
+    "delivery_timeout_ms": 600_000,
 }
+REPORT_EVERY_S = 5.0     # a failed delivery is reported at once, then at most one line this often
 
 
 def best_compression() -> str | None:
@@ -42,6 +46,9 @@ def best_compression() -> str | None:
 def make_tuned_producer(settings: Settings, compression: str | None = "auto", **overrides: Any):
     from kafka import KafkaProducer
 
+    from common import producer_recovery
+
+    producer_recovery.install()
     config: dict[str, Any] = dict(kafka_python_config(settings), **PRODUCER_TUNING)
     codec_name = best_compression() if compression == "auto" else compression
     if codec_name and codec_name != "none":
@@ -92,16 +99,28 @@ class Stats:
     finished: float | None = None
     unconfirmed: int = 0            # set when the final flush timed out
     label_failed: int = 0           # labels that could not be delivered (counted apart)
+    next_report: float = field(default=0.0, repr=False)
 
     def on_error(self, exc: BaseException) -> None:
         self.failed += 1
         if len(self.errors) < 10:
             self.errors.append(repr(exc))
+        self._report(exc)
 
     def on_label_error(self, exc: BaseException) -> None:
         self.label_failed += 1
         if len(self.errors) < 10:
             self.errors.append(f"label: {exc!r}")
+        self._report(exc)
+
+    def _report(self, exc: BaseException) -> None:
+        """One line on stderr at the first failure, then at most every ``REPORT_EVERY_S``, with the counts
+        so far: a failure is known while it happens, not at the summary."""
+        now = time.monotonic()
+        if now >= self.next_report:
+            self.next_report = now + REPORT_EVERY_S
+            print(f"delivery failed: {self.failed:,} transactions and {self.label_failed:,} labels so far "
+                  f"({exc!r})", file=sys.stderr, flush=True)
 
     @property
     def sent(self) -> int:

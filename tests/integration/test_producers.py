@@ -82,6 +82,58 @@ def test_a_broker_restart_while_publishing_loses_nothing_and_duplicates_nothing(
                                       expected_stream(config, count), s.partitions_transactions)
 
 
+def test_a_delivery_that_expires_while_the_broker_is_paused_is_reported_and_the_producer_sends_again(
+        private_broker, capsys):
+    """kafka-python 3.0.12 left an idempotent producer without a producer id once a retried batch expired:
+    it sent nothing again and said nothing until close timed out (common.producer_recovery). The broker
+    paused (SIGSTOP) past the delivery timeout: the records in flight expire and are reported at once;
+    after it resumes, new records are delivered, each once."""
+    import os
+    import signal
+
+    from producers.publish import make_tuned_producer
+
+    s = private_broker.settings
+    producer = make_tuned_producer(s, compression=None, linger_ms=5, request_timeout_ms=2000,
+                                   delivery_timeout_ms=5000)
+    stats, acked = Stats(), []
+
+    def send(first: int, last: int) -> None:
+        for i in range(first, last):
+            future = producer.send(s.topic_transactions, key=f"card-{i % 7}".encode(), value=f"{i}".encode())
+            future.add_callback(lambda _metadata, i=i: acked.append(i)).add_errback(stats.on_error)
+
+    broker = private_broker.broker.pid()
+    try:
+        send(0, 100)
+        wait_until(lambda: len(acked) == 100, 60, "the first records acknowledged")
+        os.killpg(broker, signal.SIGSTOP)
+        try:
+            send(100, 200)                                      # in flight when the broker stops answering
+            wait_until(lambda: stats.failed, 60, "the expired records reported")
+            assert "delivery failed:" in capsys.readouterr().err   # at once, not at close
+        finally:
+            os.killpg(broker, signal.SIGCONT)
+        sent = 200
+
+        def delivering_again() -> bool:          # a record a second until one is acknowledged
+            nonlocal sent
+            send(sent, sent + 1)
+            sent += 1
+            return any(i >= 200 for i in acked)
+
+        wait_until(delivering_again, 60, "a record sent after the pause acknowledged", interval=1.0)
+        send(sent, sent + 100)
+        wait_until(lambda: set(range(sent, sent + 100)) <= set(acked), 60, "the next records acknowledged")
+        sent += 100
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    assert len(acked) + stats.failed == sent, (len(acked), stats.failed, sent)
+    values = [int(r.value) for r in read_topic(s, s.topic_transactions)]
+    assert len(values) == len(set(values)) and set(acked) <= set(values)      # each once, the expired in doubt
+
+
 def test_replay_publishes_a_simulated_file_and_raw_sends_bad_lines_for_the_dlq(stack, topics, tmp_path, capsys):
     assert main(["simulate", "--seed", "23", "--customers", "1500", "--count", "2000", "--out", str(tmp_path)]) == 0
     lines = (tmp_path / "transactions.jsonl").read_bytes().splitlines()
