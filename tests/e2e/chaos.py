@@ -82,6 +82,7 @@ STANDBY_READY_S = 300.0           # a restarted standby: JVM start, rehearsal (i
 MORE_ALERTS_S = 15.0              # the detector job is killed after a few more alert records, or after this
 PROBE_EVENT_TIME = "2001-01-01T00:00:00.000Z"   # behind every watermark, inside the contract
 PRODUCER_GRACE_S = 600.0          # beyond the count's time at the plan's rate: a loaded machine publishes slower
+STREAM_STALL_S = 60.0             # no record published this long while the producer runs: the stream stopped
 REDIS_AGREES_TIMEOUT_S = 120.0    # the case manager checks Redis every few seconds (sinks.cases.REDIS_CHECK_S)
 FAULTS = ("detectors", "broker", "enricher", "cases", "redis", "redis_outage", "redis_kill", "garbage")
 
@@ -133,11 +134,12 @@ PLANS = {
     # any new transaction (a fault's point counts the flood's records: the kill's point has passed by then).
     "flood": ChaosPlan("flood", _traffic(40_000, 10_000, rate=250), ("garbage", "detectors"), garbage=20_000,
                        standby=True, warmup_s=30.0),
-    # make test: a short stream, every fault once except the broker restart and the 30 s Redis outage
-    # (the full plan has them), and the four rule detectors without ml_score (the heaviest query and
-    # backtest): on 2 cores each recovery of the Spark job takes 1-2 minutes, and make test must stay short.
-    # A standby without a rehearsal: the takeover is tested, not its speed.
-    "short": ChaosPlan("short", _traffic(8_000, 4_000), ("garbage", "detectors", "enricher", "cases", "redis_kill"),
+    # make test: a short stream, every fault once except the 30 s Redis outage (the full plan has it), and
+    # the four rule detectors without ml_score (the heaviest query and backtest): on 2 cores each recovery
+    # of the Spark job takes 1-2 minutes, and make test must stay short. A standby without a rehearsal: the
+    # takeover is tested, not its speed.
+    "short": ChaosPlan("short", _traffic(8_000, 4_000),
+                       ("garbage", "detectors", "broker", "enricher", "cases", "redis_kill"),
                        garbage=2_000, detectors=("double_swipe", "velocity", "amount_anomaly", "impossible_travel"),
                        standby=True),
 }
@@ -147,6 +149,25 @@ def plan_named(name: str) -> ChaosPlan:
     """A plan by its name: one of ``PLANS``, or ``full-1000`` for ``full`` at 1,000 a second (``at_rate``)."""
     base, _, rate = name.partition("-")
     return at_rate(PLANS[base], float(rate)) if rate else PLANS[base]
+
+
+class StreamStopped(RuntimeError):
+    """The producer runs but no record reaches the topic."""
+
+
+class StallWatch:
+    """Whether a count has stood still for more than ``limit_s`` (``stalled`` called with each reading)."""
+
+    def __init__(self, limit_s: float, clock: Callable[[], float] = time.monotonic):
+        self.limit_s, self.clock = limit_s, clock
+        self.count: int | None = None
+        self.since = clock()
+
+    def stalled(self, count: int) -> bool:
+        if count != self.count:
+            self.count, self.since = count, self.clock()
+            return False
+        return self.clock() - self.since > self.limit_s
 
 
 @dataclass
@@ -295,8 +316,7 @@ class ChaosRun:
             self._wait_for_published(point, producer)
             getattr(self, f"_fault_{fault}")()
             self.say(f"  {self.records[-1]}")
-        wait_until(lambda: self._check() or producer.proc.poll() is not None,
-                   total / traffic.rate + PRODUCER_GRACE_S, "the producer to finish", interval=0.5)
+        self._wait_for_published(None, producer)
         if producer.proc.returncode != 0:
             raise RuntimeError(f"the producer failed (exit {producer.proc.returncode}):\n{producer.tail()}")
         self.say("draining ...")
@@ -307,9 +327,31 @@ class ChaosRun:
         # backtest that computes the expected alerts (the enricher and case manager keep running).
         self.diamond.retire_detector_jobs()
         figures = self._count(labels_path)
+        figures["card_numbers_written"] = self._card_numbers_written()
         figures["drain_error"] = drain_error or "none"
         figures["probes_sent"] = self.probes
         return ChaosResult(self.plan.name, self.records, figures, self.unexpected_deaths)
+
+    def _card_numbers_written(self) -> list[str]:
+        """Card numbers (``common.pan_scan``: through JSON escapes, base64, UTF-16) in what the run wrote:
+        every topic but the input (where the broken records put them), every Redis key and value, the logs
+        and every file, the broker's data (the input topic again) aside."""
+        from common.pan_scan import scan_paths, scan_records, scan_redis
+        from common.redis_clients import redis_client
+        from demo.diamond import run_topic_names
+
+        s = self.settings
+        findings = [f for topic in run_topic_names(s) if topic != s.topic_transactions
+                    for f in scan_records(read_topic(s, topic, timeout=120))]
+        client = redis_client(s)
+        try:
+            findings += scan_redis(client)
+        finally:
+            client.close()
+        stack = self.out / "stack"
+        files = [p for p in self.out.iterdir() if p != stack] + [p for p in stack.iterdir() if p.name != "kafka"]
+        findings += scan_paths(files)                   # the logs too: below stack/, as the checkpoints
+        return [str(f) for f in findings]
 
     def _check(self) -> None:
         """A service that died although nobody killed it is a finding: recorded, then restarted."""
@@ -328,10 +370,27 @@ class ChaosRun:
         now = end_offsets(self.settings, self.settings.topic_transactions)
         return sum(offset - self.first_offsets.get(p, 0) for p, offset in now.items())
 
-    def _wait_for_published(self, count: int, producer) -> None:
-        wait_until(lambda: self._check() or producer.proc.poll() is not None or self._published() >= count,
-                   self.plan.traffic.transactions / self.plan.traffic.rate + PRODUCER_GRACE_S,
-                   f"{count:,} transactions to be published", interval=0.5)
+    def _wait_for_published(self, count: int | None, producer) -> None:
+        """Until ``count`` transactions are out (None: until the producer ends). A stream that stops while
+        the producer still runs fails the run within ``STREAM_STALL_S``, saying so, instead of waiting out
+        the producer's time."""
+        watch = StallWatch(STREAM_STALL_S)
+
+        def reached() -> bool:
+            self._check()
+            if producer.proc.poll() is not None:
+                return True
+            published = self._published()
+            if count is not None and published >= count:
+                return True
+            if watch.stalled(published):
+                raise StreamStopped(f"the stream stopped: {published:,} transactions published and none for "
+                                    f"{STREAM_STALL_S:.0f} s while the producer runs:\n{producer.tail()}")
+            return False
+
+        wait_until(reached, self.plan.traffic.transactions / self.plan.traffic.rate + PRODUCER_GRACE_S,
+                   "the producer to finish" if count is None else f"{count:,} transactions to be published",
+                   interval=0.5)
 
     def _record(self, fault: str, action: str, at: float, published: int, down: float,
                 recovery: float | None, note: str = "") -> None:

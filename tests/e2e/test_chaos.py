@@ -98,6 +98,13 @@ def test_every_broken_record_is_dead_lettered_with_its_reason_and_nothing_else(c
             figures["dead_letters_not_garbage"]) == (0, 0, 0), figures
 
 
+def test_no_card_number_reaches_a_topic_redis_a_log_or_a_file(chaos):
+    """The broken records carry card numbers in every disguise (tests.strategies.disguised); none of them
+    comes out anywhere the run wrote."""
+    assert chaos.figures["garbage_kinds"].get("broken record"), chaos.figures["garbage_kinds"]
+    assert chaos.figures["card_numbers_written"] == []
+
+
 def test_redis_holds_the_cases_of_the_topic(chaos):
     """What the dashboard shows after the Redis faults: every case of the topic in its latest version
     (after a data loss: every case the case manager's table holds, each card's open and last closed

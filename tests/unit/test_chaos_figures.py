@@ -87,3 +87,20 @@ def test_alerts_flow_again_when_every_query_s_do_and_the_slowest_query_says_how_
     assert new_alerts_cells(figures)[:2] == ("89.5", "75.0 (ml 12.0, rules 75.0)")
     # one query: as before
     assert alerts_after_restart(alerts, RESTART.timestamp(), stopped_at=RESTART.timestamp() - 0.5)["first_s"] == 12.0
+
+
+def test_a_stream_that_stands_still_for_a_minute_is_stopped():
+    """The harness fails within STREAM_STALL_S of the last published record instead of waiting out the
+    producer (a producer stuck after a broker restart once held the run for ten minutes)."""
+    from tests.e2e.chaos import STREAM_STALL_S, StallWatch
+
+    now = [0.0]
+    watch = StallWatch(STREAM_STALL_S, clock=lambda: now[0])
+    for second, published in enumerate([0, 250, 500, 500, 750]):
+        now[0] = float(second)
+        assert not watch.stalled(published)
+    now[0] += STREAM_STALL_S                                  # exactly the limit: not yet
+    assert not watch.stalled(750)
+    now[0] += 0.5
+    assert watch.stalled(750)
+    assert not watch.stalled(751)                             # one more record: moving again
