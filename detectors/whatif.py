@@ -154,7 +154,7 @@ def _values_since(settings: Settings, topic: str, since_ms: int):
 
 def fingerprint(detector: str, base_version: int, params: dict) -> str:
     material = json.dumps({"detector": detector, "base": base_version, "params": params}, sort_keys=True)
-    return hashlib.sha256(material.encode()).hexdigest()[:16]
+    return hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
 def _path(settings: Settings, detector: str) -> Path:

@@ -48,8 +48,9 @@ SEVERITIES = ((0.5, "low"), (0.8, "medium"), (0.95, "high"))
 
 
 def case_id_for(card_id: str, first_alert_id: str) -> str:
-    """Deterministic: the same first alert of a card always opens the same case id."""
-    return hashlib.sha256(f"case:{card_id}:{first_alert_id}".encode()).hexdigest()[:24]
+    """Deterministic: the same first alert of a card always opens the same case id (32 hex characters:
+    read as a hash, never as a card number, by ``common.card_numbers``)."""
+    return hashlib.sha256(f"case:{card_id}:{first_alert_id}".encode()).hexdigest()[:32]
 
 
 def severity_of(score: float) -> str:

@@ -6,8 +6,10 @@ aside. What a dead letter keeps of the original key and of its value, each:
 - a copy, base64-encoded (any bytes survive JSON), of at most ``MAX_DLQ_KEY_BYTES`` /
   ``MAX_DLQ_ORIGINAL_BYTES``, with the original's size and whether it was cut: however large the
   record, its dead letter fits the producer's request limit, so one record cannot stop the query;
-- card numbers in the copy masked (``common.card_numbers``: length, first six and last four digits
-  kept), so a rejected card number is never written again, in clear or in base64;
+- card numbers in the copy masked (``common.card_numbers.masked_copy``, run by its Java twin: the text
+  read through JSON escapes, UTF-16 and other scripts' digits as the validator reads it, masked before
+  the cut; length, first six and last four digits kept), so a rejected card number is never written
+  again, in clear or in base64;
 - a hash of the whole original: SHA-256 when it holds no card number; when it holds one, an
   HMAC-SHA256 keyed with ``FRAUD_DLQ_HASH_KEY`` instead, because a plain hash of a value whose copy
   shows all but six digits of the number is brute-forced in a moment.
@@ -27,10 +29,9 @@ from functools import lru_cache
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from common import card_numbers as CN
 from common.contracts import MAX_VALUE_BYTES
 from common.settings import Settings
-from spark_job.parsing import candidate_digits, card_number_candidates, holds_card_number, is_card_candidate
+from spark_job.parsing import MASKED_COPY_FUNCTION
 
 log = logging.getLogger(__name__)
 
@@ -72,31 +73,17 @@ def _safe_copy(original: Column, limit: int, hash_key: bytes) -> dict[str, Colum
     size = F.coalesce(F.length(original), F.lit(0))          # bytes, for a binary column
     truncated = size > limit
     capped = F.when(truncated, F.substring(original, 1, limit)).otherwise(original)
-    capped_text = capped.cast("string")
-    # The cut can leave a card number's first digits standing alone: look at the capped copy too.
-    masked = F.coalesce(holds_card_number(original.cast("string"))
-                        | (truncated & holds_card_number(capped_text)), F.lit(False))
+    masked_copy = F.call_function(MASKED_COPY_FUNCTION, original, F.lit(limit))   # null: nothing to mask
+    masked = masked_copy.isNotNull()
     whole = F.coalesce(original, F.lit(b"").cast("binary"))
     return {
-        "copy": F.when(masked, F.encode(mask_card_numbers(capped_text), "UTF-8")).otherwise(capped),
+        "copy": F.coalesce(masked_copy, capped),
         "size": size,
         "truncated": truncated,
         "masked": masked,
         "sha256": F.when(~masked, F.sha2(whole, 256)),
         "hmac": F.when(masked, hmac_sha256(whole, hash_key)),
     }
-
-
-def mask_card_numbers(text: Column) -> Column:
-    """``common.card_numbers.mask_card_numbers`` natively: each card number found replaced by its mask."""
-    def masked(candidate: Column) -> Column:
-        digits = candidate_digits(candidate)
-        hidden = F.length(digits) - (CN.KEEP_FIRST + CN.KEEP_LAST)
-        return F.concat(F.substring(digits, 1, CN.KEEP_FIRST), F.call_function("repeat", F.lit("*"), hidden),
-                        F.substring(digits, -CN.KEEP_LAST, CN.KEEP_LAST))
-
-    cards = F.filter(card_number_candidates(text), is_card_candidate)
-    return F.aggregate(cards, text, lambda acc, card: F.replace(acc, card, masked(card)))
 
 
 def hmac_sha256(message: Column, key: bytes) -> Column:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DoubleType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import BinaryType, DoubleType, StringType, StructField, StructType, TimestampType
 
 from common import card_numbers as CN
 from common import contracts as C
@@ -26,6 +26,8 @@ from detectors.base import TRANSACTION_SCHEMA
 RAW_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
 VALIDATION_FUNCTION = "fraud_validate_transaction"
 VALIDATION_CLASS = "fraud.spark.TransactionValidation"
+MASKED_COPY_FUNCTION = "fraud_masked_copy"     # common.card_numbers.masked_copy: (value, limit) -> bytes or null
+CARD_NUMBERS_CLASS = "fraud.spark.CardNumbers"
 # What the UDF returns: the reason (null when valid), then the contract's fields typed (null when invalid).
 CHECKED_SCHEMA = StructType([
     StructField("_reason", StringType()),
@@ -35,46 +37,26 @@ CHECKED_SCHEMA = StructType([
 ])
 
 
-def holds_card_number(text: Column) -> Column:
-    """``common.card_numbers.holds_card_number`` natively: a candidate whose digits pass Luhn.
-
-    Text with fewer digits than a card number holds none; counting them is a fraction of the
-    pattern's scan, which a dead letter runs over a record's whole value."""
-    return (F.length(F.regexp_replace(text, "[^0-9]+", "")) >= CN.MIN_DIGITS) & \
-        F.exists(card_number_candidates(text), is_card_candidate)
-
-
-def card_number_candidates(text: Column) -> Column:
-    """Every match of ``CANDIDATE_PATTERN`` in ``text`` (the same pattern in Java)."""
-    return F.regexp_extract_all(text, F.lit(CN.CANDIDATE_PATTERN), F.lit(0))
-
-
-def candidate_digits(candidate: Column) -> Column:
-    return F.regexp_replace(candidate, CN.SEPARATORS_PATTERN, "")
-
-
-def is_card_candidate(candidate: Column) -> Column:
-    digits = candidate_digits(candidate)
-    return F.length(digits).between(CN.MIN_DIGITS, CN.MAX_DIGITS) & F.call_function("luhn_check", digits)
-
-
 def register_validation(spark: SparkSession) -> None:
-    """Register the contract's UDF in ``spark`` once (its jar is on ``spark.jars``: common.spark)."""
+    """Register the contract's UDF and the dead letters' card-number masking in ``spark`` once (their jar is
+    on ``spark.jars``: common.spark)."""
     if spark.catalog.functionExists(VALIDATION_FUNCTION):
         return
     jvm = spark.sparkContext._jvm
     try:
+        cards = getattr(jvm, CARD_NUMBERS_CLASS)(CN.CANDIDATE_PATTERN, CN.MIN_DIGITS, CN.MAX_DIGITS, CN.KEEP_FIRST,
+                                                 CN.KEEP_LAST, CN.HASH_CHARS)
         validation = getattr(jvm, VALIDATION_CLASS)(
             ",".join(C.ID_FIELDS), ",".join(C.REQUIRED_FIELDS), ",".join(C.CHANNELS), C.MAX_VALUE_BYTES,
             C.MAX_ID_LENGTH, C.MAX_AMOUNT, int(C.MIN_EVENT_TIME.timestamp() * 1000),
             int(C.MAX_FUTURE_SKEW.total_seconds() * 1000), C.EVENT_TIME_RE.pattern, C.CURRENCY_RE.pattern,
-            C.MCC_RE.pattern, C.LONE_SURROGATE_RE.pattern, CN.CANDIDATE_PATTERN, CN.SEPARATORS_PATTERN,
-            CN.MIN_DIGITS, CN.MAX_DIGITS)
+            C.MCC_RE.pattern, C.LONE_SURROGATE_RE.pattern, cards)
     except TypeError as error:    # py4j: a JavaPackage, not a class, when the jar is not loaded
         raise RuntimeError(f"{VALIDATION_CLASS} is not on the Spark classpath: run `python -m deploy fetch` "
                            f"(common.spark adds its jar)") from error
     jsession = spark._jsparkSession
     jsession.udf().register(VALIDATION_FUNCTION, validation, jsession.parseDataType(CHECKED_SCHEMA.json()))
+    jsession.udf().register(MASKED_COPY_FUNCTION, cards, jsession.parseDataType(BinaryType().json()))
 
 
 def with_validation(raw: DataFrame) -> DataFrame:

@@ -29,6 +29,41 @@ def pan_forms(pan: str) -> list[str]:
             pan[:4] + " " + pan[4:10] + " " + pan[10:]]
 
 
+ARABIC_DIGITS = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
+FULLWIDTH_DIGITS = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
+
+# What a card number is disguised with (common.card_numbers reads through each): separators other than a
+# space or a dash, letters glued on, digits of other scripts, invisible characters.
+SEPARATORS = [" ", "-", ".", "_", "/", ",", "  ", "\u00a0", "\u2009", "\u3000", "\t", " -"]
+GLUE = ["", "", "card", "PAN", "x", "tok_", "id:"]
+SCRIPTS = [str.maketrans({}), FULLWIDTH_DIGITS, ARABIC_DIGITS,
+           str.maketrans("0123456789", "".join(chr(0x0966 + d) for d in range(10)))]
+INVISIBLE = ["\u200b", "\u200d", "\ufeff", "\u00ad"]
+
+
+def disguised(rng: random.Random, pan: str) -> str:
+    """``pan`` written to slip past a check of ASCII digits with single spaces or dashes, standing alone."""
+    if len(pan) == 16 and rng.random() < 0.7:
+        groups = [pan[i:i + 4] for i in range(0, 16, 4)]
+    elif len(pan) == 15 and rng.random() < 0.5:
+        groups = [pan[:4], pan[4:10], pan[10:]]
+    else:
+        groups = [pan]
+    text = rng.choice(SEPARATORS).join(groups)
+    if rng.random() < 0.5:
+        text = text.translate(rng.choice(SCRIPTS))
+    if rng.random() < 0.3:
+        at = rng.randint(1, len(text) - 1)
+        text = text[:at] + rng.choice(INVISIBLE) + text[at:]
+    return rng.choice(GLUE) + text + rng.choice(["", "", "EUR", "z", "."])
+
+
+def json_escaped(rng: random.Random, text: str) -> str:
+    """``text`` as a JSON string literal with some characters written as \\u escapes."""
+    body = "".join(f"\\u{ord(ch):04x}" if rng.random() < 0.3 and ord(ch) < 0x10000 else ch for ch in text)
+    return '"' + body.replace('"', '\\"') + '"'
+
+
 def odd_text(rng: random.Random, good: str) -> str:
     """Text a careless or hostile producer sends where a short ASCII string belongs."""
     return rng.choice([
@@ -37,9 +72,6 @@ def odd_text(rng: random.Random, good: str) -> str:
         "x" * rng.choice([127, 128, 129, 200, 5000]), "\u00e9" * rng.choice([128, 129]),
     ])
 
-
-ARABIC_DIGITS = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667\u0668\u0669")
-FULLWIDTH_DIGITS = str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10)))
 
 
 def _id(rng: random.Random, prefix: str) -> str:
@@ -84,7 +116,8 @@ def kafka_record(rng: random.Random) -> tuple[bytes | None, bytes]:
         key = rng.choice([None, b"", b"someone-else", txn["card_id"].upper().encode()])
     elif kind == "id":                      # a card number, in any of its forms, in any id field
         name = rng.choice(ID_FIELDS)
-        txn[name] = rng.choice(pan_forms(rng.choice([pan_like(), pan_of_length(rng, rng.randint(13, 19))])))
+        pan = rng.choice([pan_like(), pan_of_length(rng, rng.randint(13, 19))])
+        txn[name] = rng.choice(pan_forms(pan) + [disguised(rng, pan)])
         key = txn["card_id"].encode()
     elif kind == "text":                    # newlines, non-ASCII digits, surrogates, ids over 128 characters
         name = rng.choice(ID_FIELDS + ["currency", "event_time", "channel", "mcc"])

@@ -53,6 +53,10 @@ def local_cluster(settings):
         say("$ python -m deploy cluster-status\n" + status.rstrip())
         assert status.count(" ready ") == 3, status         # brokers, master, workers
         env = exported(deploy_command("cluster-env"))
+        shown = subprocess.run([sys.executable, "-m", "deploy", "settings"], cwd=REPO_ROOT, capture_output=True,
+                               text=True, timeout=60, env={**os.environ, **env}, check=True).stdout
+        say("$ eval \"$(python -m deploy cluster-env)\"; make settings\n" + shown.rstrip())
+        assert shown.startswith("profile in force: cluster"), shown.splitlines()[0]
         yield Settings.from_env(environ={**settings.to_env(), **env})
     finally:
         if not ready and os.environ.get("FRAUD_KEEP_STACK") != "1":

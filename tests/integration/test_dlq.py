@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from hypothesis import HealthCheck, Phase, given, settings as hsettings
 from hypothesis import strategies as st
 
-from common.card_numbers import mask_card_numbers
+from common.card_numbers import masked_copy
 from common.contracts import ContractError, alert_id, decode_transaction
 from common.kafka_io import make_producer, read_topic
 from common.pan_scan import scan_bytes, scan_records
@@ -29,7 +29,7 @@ from spark_job.queries import RunOptions, start_detectors
 from detectors.base import TRANSACTION_SCHEMA
 from producers.simulator import SimConfig, Simulator
 from tests.builders import pan_like
-from tests.strategies import kafka_records, pan_forms, valid_transaction
+from tests.strategies import disguised, json_escaped, kafka_records, pan_forms, pan_of_length, valid_transaction
 
 RECORD_TIME = datetime(2026, 11, 22, 12, 0, tzinfo=timezone.utc)
 
@@ -162,14 +162,22 @@ def _dead_letters(spark, records):
 
 
 def test_a_dead_letter_caps_and_hashes_the_key_and_masks_card_numbers(spark):
-    """Keys are capped and hashed like values; a card number anywhere is masked in the copy (as the
-    Python mask does) and the original's hash is keyed; everything else is kept byte for byte."""
+    """Keys are capped and hashed like values; a card number anywhere, however disguised, is masked in the
+    copy (as ``common.card_numbers.masked_copy`` does) and the original's hash is keyed; everything else is
+    kept byte for byte."""
     pan = pan_like()
     huge_key, huge_value = b"k" * 600_000, b"v" * 300_000
     records = [(huge_key, huge_value), (pan.encode(), json.dumps({"card_id": pan, "note": pan_forms(pan)[1]}).encode()),
                (b"card-1", b"\xff\xfe not utf-8"), (None, None),
-               (b"k" * (MAX_DLQ_KEY_BYTES - 6) + pan.encode()[:10], b"x")]     # the cut leaves no number behind
+               (b"k" * (MAX_DLQ_KEY_BYTES - 6) + pan.encode()[:10], b"x"),    # the cut leaves no number behind
+               (b"k", b"x" * (MAX_DLQ_ORIGINAL_BYTES - 8) + pan.encode()),    # a number across the cut
+               (b"k", ('{"card_id":"\\u0034' + pan[1:] + '"}').encode()),     # the escape a probe found
+               (b"k", json.dumps({"card_id": pan}).encode("utf-16"))]
     rng = random.Random(3)
+    for _ in range(200):
+        text = disguised(rng, pan_of_length(rng, rng.randint(13, 19)))
+        raw = ('{"card_id":' + json_escaped(rng, text) + "}").encode(rng.choice(["utf-8", "utf-16-le", "utf-16-be"]))
+        records.append((rng.choice([b"k", text.encode()]), raw))
     records += [(key, value) for key, value in kafka_records(rng, 400) if value]
     letters = _dead_letters(spark, records)
 
@@ -178,9 +186,9 @@ def test_a_dead_letter_caps_and_hashes_the_key_and_masks_card_numbers(spark):
             original = original or b""
             copy = base64.b64decode(letter.get(f"{part}_base64", ""))
             assert letter[f"{part}_size"] == len(original) and letter[f"{part}_truncated"] == (len(original) > limit)
-            capped = original[:limit]
-            if scan_bytes(original) or scan_bytes(capped):
-                assert copy == mask_card_numbers(capped.decode("utf-8", "replace")).encode(), original[:200]
+            capped, masked = original[:limit], masked_copy(original, limit)
+            if masked is not None:
+                assert copy == masked, original[:200]
                 assert f"{part}_sha256" not in letter
                 assert letter[f"{part}_hmac_sha256"] == hmac.new(HASH_KEY, original, hashlib.sha256).hexdigest()
                 assert letter["card_number_masked"]
@@ -191,7 +199,8 @@ def test_a_dead_letter_caps_and_hashes_the_key_and_masks_card_numbers(spark):
         assert not scan_bytes(json.dumps(letter).encode()) and not scan_bytes((dlq_key or "").encode())
         assert len(json.dumps(letter)) + len(dlq_key or "") < 512 * 1024
     assert letters[1][0] == pan[:6] + "******" + pan[-4:]
-    assert sum(letter["card_number_masked"] for _, letter in letters) > 20
+    assert all(letter["card_number_masked"] for _, letter in letters[5:208])
+    assert sum(letter["card_number_masked"] for _, letter in letters) > 220
 
 
 def test_a_huge_key_and_card_numbers_do_not_stop_the_dead_letters(stack, topics, spark, tmp_path_factory):

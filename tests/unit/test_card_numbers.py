@@ -9,6 +9,8 @@ import random
 import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from common import card_numbers as CN
 from common.card_numbers import card_numbers_in, mask_card_numbers, safe_excerpt
@@ -16,6 +18,7 @@ from common.contracts import ID_FIELDS, ContractError, decode_transaction
 from common.pan_scan import scan_bytes
 from sinks import cases, enricher
 from tests.builders import BASE_TIME, make_alert, pan_like, txn
+from tests.strategies import disguised, json_escaped, pan_of_length
 
 pytestmark = pytest.mark.unit
 
@@ -97,10 +100,12 @@ def test_a_json_escape_of_half_a_surrogate_pair_is_not_valid_json():
 
 # The definition as written first, each alternative's look-behinds before its first digit: the pattern in
 # use matches that digit first (a scan fails at once where there is none) and must find the same.
-_READABLE_BARE = r"(?<![0-9A-Za-z])(?<![0-9]\.)[0-9]{13,19}(?![0-9A-Za-z])"
-_READABLE_GROUPED = (r"(?<![0-9A-Za-z])(?<![0-9][ -])"
-                     r"(?:[0-9]{4}(?:[ -][0-9]{4}){2}(?:[ -][0-9]{4})?(?:[ -][0-9]{1,4})?|[0-9]{4}[ -][0-9]{6}[ -][0-9]{4,5})"
-                     r"(?![0-9A-Za-z])(?![ -][0-9])")
+_SEP = "[^0-9A-Za-z]{1,2}"
+_READABLE_BARE = r"(?<![0-9])(?<![0-9]\.)[0-9]{13,19}(?![0-9])"
+_READABLE_GROUPED = (rf"(?<![0-9])(?<![0-9][^0-9A-Za-z])"
+                     rf"(?:[0-9]{{4}}(?:{_SEP}[0-9]{{4}}){{2}}(?:{_SEP}[0-9]{{4}})?(?:{_SEP}[0-9]{{1,4}})?"
+                     rf"|[0-9]{{4}}{_SEP}[0-9]{{6}}{_SEP}[0-9]{{4,5}})"
+                     rf"(?![0-9])(?![^0-9A-Za-z][0-9])")
 
 
 def test_the_candidate_pattern_finds_what_its_readable_definition_finds():
@@ -110,9 +115,54 @@ def test_the_candidate_pattern_finds_what_its_readable_definition_finds():
     spaced = " ".join(pan[i:i + 4] for i in range(0, len(pan), 4))
     four_six_five = f"{pan[:4]} {pan[4:10]} {pan[10:15]}"
     pieces = [pan, spaced, spaced.replace(" ", "-"), four_six_five, "1234", "12345", "0.", ".", " ", "-", "a",
-              "x", "Z", "9", "00", "\n", "txn-7-00001-000042", "2026-11-28"]
+              "x", "Z", "9", "00", "\n", "_", "..", "  ", "card", "txn-7-00001-000042", "2026-11-28"]
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
-    texts += ["".join(rng.choice("0123456789 -.aZ") for _ in range(rng.randint(1, 60))) for _ in range(20_000)]
+    texts += ["".join(rng.choice("0123456789 -._aZ") for _ in range(rng.randint(1, 60))) for _ in range(20_000)]
     for text in texts:
         assert [(m.start(), m.group()) for m in CN.CANDIDATE_RE.finditer(text)] == \
                [(m.start(), m.group()) for m in readable.finditer(text)], text
+
+
+def test_the_disguises_a_probe_found_are_card_numbers():
+    pan = pan_like()
+    groups = [pan[i:i + 4] for i in range(0, 16, 4)]
+    for text in ["card" + pan, ".".join(groups), "_".join(groups), "\u00a0".join(groups), "  ".join(groups),
+                 pan.translate(str.maketrans("0123456789", "".join(chr(0xFF10 + d) for d in range(10))))]:
+        with pytest.raises(ContractError, match="^card_id holds a card number"):
+            decode_transaction(record(card_id=text))
+        assert mask_card_numbers(text).count("*") == 6, text
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.randoms(use_true_random=False), st.integers(CN.MIN_DIGITS, CN.MAX_DIGITS), st.sampled_from(ID_FIELDS))
+def test_a_disguised_card_number_is_refused_masked_and_found_in_any_encoding(rng, length, name):
+    """The validator, the masker and the scanner read one normalised text: what one sees, all see."""
+    text = disguised(rng, pan_of_length(rng, length))
+    with pytest.raises(ContractError, match=f"^{name} holds a card number"):
+        decode_transaction(record(**{name: text}))
+    raw = '{"note":' + json_escaped(rng, text) + ',"n":1}'
+    for data in (raw.encode(), raw.encode("utf-16"), raw.encode("utf-16-le"), raw.encode("utf-16-be")):
+        assert scan_bytes(data), data
+        assert CN.holds_card_number(CN.text_of(data))
+    masked = mask_card_numbers(raw)
+    assert masked != raw and not scan_bytes(masked.encode()) and not CN.holds_card_number(masked)
+
+
+def test_a_number_across_the_cut_of_an_excerpt_is_masked_before_the_cut():
+    pan = pan_like()
+    for at in range(180, 200):
+        excerpt = safe_excerpt(("x" * at + pan).encode(), limit=200)
+        assert pan[:7] not in excerpt, at                # at most the first six digits, then the mask
+
+
+def test_hashes_and_the_projects_ids_are_not_card_numbers():
+    """One in two hundred SHA-256 sums holds a Luhn-valid decimal run of 13 digits or more."""
+    import hashlib
+
+    from common.contracts import alert_id
+    from sinks.case_logic import case_id_for
+
+    for i in range(5_000):
+        digest = hashlib.sha256(str(i).encode()).hexdigest()
+        ids = [digest, digest[:CN.HASH_CHARS], alert_id("velocity", [f"t-{i}"]), case_id_for(f"card-{i}", digest)]
+        assert not any(CN.holds_card_number(text) for text in ids), i

@@ -46,7 +46,7 @@ def test_look_alikes_are_not_card_numbers():
     valid16 = luhn_valid_run(16, "4")
     not_luhn = valid16[:-1] + str((int(valid16[-1]) + 1) % 10)
     too_short, too_long = luhn_valid_run(12, "4"), luhn_valid_run(20, "4")
-    in_hash = ("ab" + valid16 + "cd").encode()          # digits inside a hex id: part of another token
+    in_hash = ("ab" + valid16 + "cd" * 7).encode()      # digits inside a 32-character hex id: part of a hash
     fraction = ('{"score":0.' + valid16 + "}").encode()  # the fraction of a decimal number
     millis = luhn_valid_run(13, "17")                   # an epoch-millisecond timestamp (2023-2026)
     assert is_timestamp(millis)

@@ -22,7 +22,6 @@ import java.time.ZoneOffset;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
@@ -55,22 +54,18 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
     private final BigDecimal maxAmount;
     private final long minEventTimeMillis;
     private final long maxFutureSkewMillis;
-    private final int minDigits;
-    private final int maxDigits;
+    private final CardNumbers cardNumbers;
     private final String[] patterns;
     private transient Pattern eventTime;
     private transient Pattern currency;
     private transient Pattern mcc;
     private transient Pattern loneSurrogate;
-    private transient Pattern cardCandidate;
-    private transient Pattern separators;
     private transient JsonFactory json;
 
     public TransactionValidation(String idFields, String requiredFields, String channels, int maxValueBytes,
                                  int maxIdLength, long maxAmount, long minEventTimeMillis,
                                  long maxFutureSkewMillis, String eventTimePattern, String currencyPattern,
-                                 String mccPattern, String loneSurrogatePattern, String cardCandidatePattern,
-                                 String separatorsPattern, int minDigits, int maxDigits) {
+                                 String mccPattern, String loneSurrogatePattern, CardNumbers cardNumbers) {
         this.idFields = List.of(idFields.split(","));
         this.requiredFields = List.of(requiredFields.split(","));
         this.channels = List.of(channels.split(","));
@@ -79,10 +74,8 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
         this.maxAmount = BigDecimal.valueOf(maxAmount);
         this.minEventTimeMillis = minEventTimeMillis;
         this.maxFutureSkewMillis = maxFutureSkewMillis;
-        this.minDigits = minDigits;
-        this.maxDigits = maxDigits;
-        this.patterns = new String[] {eventTimePattern, currencyPattern, mccPattern, loneSurrogatePattern,
-                                      cardCandidatePattern, separatorsPattern};
+        this.cardNumbers = cardNumbers;
+        this.patterns = new String[] {eventTimePattern, currencyPattern, mccPattern, loneSurrogatePattern};
         compile();
     }
 
@@ -91,8 +84,6 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
         currency = Pattern.compile(patterns[1]);
         mcc = Pattern.compile(patterns[2]);
         loneSurrogate = Pattern.compile(patterns[3]);
-        cardCandidate = Pattern.compile(patterns[4]);
-        separators = Pattern.compile(patterns[5]);
         // Python's json rejects duplicate keys (the contract's hook), NaN and Infinity, and ints of more
         // than 4,300 digits (checked per token below); its floats have no length limit.
         json = JsonFactory.builder()
@@ -175,7 +166,7 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
             }
         }
         for (String name : idFields) {
-            if (holdsCardNumber((String) txn.get(name))) {
+            if (cardNumbers.holds((String) txn.get(name))) {
                 throw new Invalid(name + " holds a card number (PAN); ids must be tokens");
             }
         }
@@ -376,29 +367,5 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
             }
         }
         return true;
-    }
-
-    /** common/card_numbers.py's holds_card_number: a candidate whose digits pass the Luhn check. */
-    private boolean holdsCardNumber(String text) {
-        Matcher candidates = cardCandidate.matcher(text);
-        while (candidates.find()) {
-            String digits = separators.matcher(candidates.group()).replaceAll("");
-            if (digits.length() >= minDigits && digits.length() <= maxDigits && luhnValid(digits)) {
-                return true;
-            }
-        }
-        return false;
-    }
-
-    private static boolean luhnValid(String digits) {
-        int total = 0;
-        for (int i = 0; i < digits.length(); i++) {
-            int d = digits.charAt(digits.length() - 1 - i) - '0';
-            if (i % 2 == 1) {
-                d = d > 4 ? d * 2 - 9 : d * 2;
-            }
-            total += d;
-        }
-        return total % 10 == 0;
     }
 }
