@@ -31,7 +31,6 @@ WORKAROUNDS: dict[str, tuple[str, ...]] = {
     "shuffle_partitions": ("spark_shuffle_partitions",),
     "fetch_wait": ("spark_kafka_fetch_max_wait_ms",),
     "codegen": ("spark_codegen_factory_mode", "spark_codegen_large_batch_rows", "spark_codegen_cache_entries"),
-    "standby_yields_cpu": ("standby_yields_cpu",),
 }
 # The workarounds outside the profile, in force on any master (the worker daemon) or in the demo only
 # (its rehearsal, --warmup): the environment and the demo options that leave each out.

@@ -124,8 +124,6 @@ class Settings:
     # The module Spark starts Python workers from, on any master: PySpark's daemon with Python 3.11's
     # zip-importer reset made lazy and the detectors' imports done before it forks. Empty: PySpark's own.
     spark_python_daemon: str = _env("FRAUD_SPARK_PYTHON_DAEMON", "common.pyspark_daemon")
-    # A standby job lowers its CPU weight (nice and autogroup) until it leads (spark_job/leadership.py).
-    standby_yields_cpu: bool = _env("FRAUD_STANDBY_YIELDS_CPU", False)
     spark_jars_dir: Path = _env("FRAUD_SPARK_JARS_DIR", REPO_ROOT / ".cache" / "jars" / "spark-kafka")
     # The detector job's own jar (spark_job/jvm: the validation; detectors/operators/java: the keyed
     # operators), built by `deploy fetch`.
@@ -248,8 +246,6 @@ LOCAL_PROFILE: dict[str, Any] = {
     "spark_codegen_large_batch_rows": 20_000,
     # a compiled batch of the rules query needs ~100 classes: Spark's 100 evicts them
     "spark_codegen_cache_entries": 500,
-    # a standby starting beside the leader otherwise takes half the CPU from its catch-up
-    "standby_yields_cpu": True,
 }
 
 

@@ -53,14 +53,11 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
 
 def lead_or_stand_by(settings, options):
     """The leader lock of the checkpoint root, taken now if it is free: (the lock, whether this job is a
-    standby). A standby may lower its CPU weight before its JVM starts (a setting of the local profile)."""
+    standby)."""
     from spark_job.leadership import Leadership
 
     leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
-    standby = not leadership.try_lead()
-    if standby and settings.standby_yields_cpu:
-        leadership.stand_back()
-    return leadership, standby
+    return leadership, not leadership.try_lead()
 
 
 def plan(spark, detectors: Sequence, settings, options, standby: bool):

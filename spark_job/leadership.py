@@ -29,8 +29,6 @@ log = logging.getLogger(__name__)
 LOCK_FILE = "leader.lock"
 STANDING_BY = "standing by"        # the log line's words a standby's log is watched for (demo.diamond)
 POLL_S = 0.05                      # how often a standby tries the lock: the takeover's delay at most
-STANDBY_NICE = 10                  # a standby's CPU weight while it rehearses: the leader's backlog goes first
-AUTOGROUP = Path("/proc/self/autogroup")
 
 
 class Leadership:
@@ -40,8 +38,6 @@ class Leadership:
         self.path = lock_path(checkpoint_root)
         self.root = str(checkpoint_root)
         self._fd: int | None = None
-        self._nice: int | None = None      # before ``stand_back``
-        self._autogroup_nice: int | None = None
 
     def try_lead(self) -> bool:
         """Take the lock if it is free; True when this process holds it (or there is no lock to take)."""
@@ -58,26 +54,8 @@ class Leadership:
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
         return True
 
-    def stand_back(self) -> None:
-        """Run this process, and the JVM and workers it starts from now on, at ``STANDBY_NICE``: a standby
-        restarted next to a leader working off a backlog takes little of its CPU while it rehearses."""
-        try:
-            self._nice = os.getpriority(os.PRIO_PROCESS, 0)
-            os.setpriority(os.PRIO_PROCESS, 0, max(self._nice, STANDBY_NICE))
-        except OSError as error:
-            log.warning("standby at normal priority: %s", error)
-        # With the kernel's autogroups (sched_autogroup_enabled) a nice value weighs only against the threads
-        # of its own session; sessions share the CPU by their autogroup's nice value. So a standby whose
-        # leader runs in another session (another terminal; the chaos suite's jobs, each in a session of its
-        # own) lowers its session's, until it leads.
-        if not _in_my_session(holder_pid(self.path) if self.path is not None else None):
-            self._autogroup_nice = autogroup_nice()
-            if self._autogroup_nice is not None:
-                _set_autogroup_nice(max(self._autogroup_nice, STANDBY_NICE))
-
     def lead(self, stopped: Callable[[], bool], poll_s: float = POLL_S) -> bool:
-        """Hold the lock, standing by until it is free; False if ``stopped`` became true first. A standby that
-        takes over gets its priority back (``stand_back``)."""
+        """Hold the lock, standing by until it is free; False if ``stopped`` became true first."""
         if self.path is None:
             log.warning("no leader lock for the checkpoint root %s (not a local folder): run one detector job "
                         "per checkpoint root", self.root)
@@ -94,59 +72,12 @@ class Leadership:
                     return False
                 time.sleep(poll_s)
             log.info("leading: took over from pid %s after %.1f s standing by", holder, time.monotonic() - began)
-        if self._autogroup_nice is not None:
-            _set_autogroup_nice(self._autogroup_nice)
-            self._autogroup_nice = None
-        if self._nice is not None:
-            _restore_priority(self._nice)
-            self._nice = None
         return True
 
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)          # closing the only descriptor releases the lock
             self._fd = None
-
-
-def _restore_priority(nice: int) -> None:
-    """Every thread of this process and of its descendants (the JVM, the Python workers) back at ``nice``:
-    on Linux the nice value is a thread's."""
-    from common.process_table import with_descendants
-
-    failed = []
-    for pid in with_descendants([os.getpid()]):
-        for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                if os.getpriority(os.PRIO_PROCESS, int(task.name)) != nice:
-                    os.setpriority(os.PRIO_PROCESS, int(task.name), nice)
-            except ProcessLookupError:                 # the thread ended meanwhile
-                continue
-            except (OSError, ValueError) as error:     # no right to raise a priority
-                failed.append(f"{task.name}: {error}")
-    if failed:
-        log.warning("%d threads stay at a lower priority (%s)", len(failed), failed[0])
-
-
-def autogroup_nice() -> int | None:
-    """The nice value of this process's session (its autogroup); None without autogroups."""
-    try:
-        return int(AUTOGROUP.read_text().split()[-1])      # "/autogroup-25 nice 0"
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _in_my_session(pid: int | None) -> bool:
-    try:
-        return pid is not None and os.getsid(pid) == os.getsid(0)
-    except OSError:                 # gone: the lock is about to be free
-        return False
-
-
-def _set_autogroup_nice(nice: int) -> None:
-    try:
-        AUTOGROUP.write_text(str(nice))    # any value >= 0 without privileges
-    except OSError as error:
-        log.warning("the standby's session stays at autogroup nice %s: %s", autogroup_nice(), error)
 
 
 def holder_pid(path: str | Path) -> int | None:

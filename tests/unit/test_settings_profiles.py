@@ -35,7 +35,6 @@ def test_a_cluster_master_gets_sparks_own_defaults(master):
     # partitions from the cores
     assert settings.spark_shuffle_partitions == 0
     assert settings.spark_codegen_factory_mode == "FALLBACK" and settings.spark_codegen_large_batch_rows == 0
-    assert not settings.standby_yields_cpu
 
 
 def test_every_local_value_differs_from_the_cluster_default():
