@@ -348,8 +348,9 @@ class ChaosRun:
             findings += scan_redis(client)
         finally:
             client.close()
-        stack = self.out / "stack"
-        files = [p for p in self.out.iterdir() if p != stack] + [p for p in stack.iterdir() if p.name != "kafka"]
+        stack = self.out / "stack"                      # the local stack's folder (the cluster's is elsewhere)
+        files = [p for p in self.out.iterdir() if p != stack]
+        files += [p for p in stack.iterdir() if p.name != "kafka"] if stack.is_dir() else []
         findings += scan_paths(files)                   # the logs too: below stack/, as the checkpoints
         return [str(f) for f in findings]
 
