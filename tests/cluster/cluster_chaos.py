@@ -206,8 +206,19 @@ class ClusterChaosRun(ChaosRun):
         killed = time.monotonic()
         self.diamond.group.kill("enricher-2")
         recovered = self._probe_alert_through(("enriched", "cases"))
-        members_after = group_members(self.settings, self.settings.enricher_app_id)
-        self.observed["enricher_worker"] = {"members_before": members_before, "members_after": members_after}
+        # The dead member stays in the group until its session times out (sinks.faust_support: 10 s), and
+        # the rebalance that follows gives its partitions to the survivor: a probe routed to the survivor
+        # can come through before that, so the group is watched until it has shrunk, at most a minute.
+        try:
+            def shrunk() -> int | None:
+                members = group_members(self.settings, self.settings.enricher_app_id)
+                return members if members is not None and 0 < members < members_before else None
+
+            members_after = wait_until(shrunk, 60, "the killed worker to leave the enricher's group", interval=0.5)
+        except TimeoutError:
+            members_after = group_members(self.settings, self.settings.enricher_app_id)
+        self.observed["enricher_worker"] = {"members_before": members_before, "members_after": members_after,
+                                            "left_after_s": round(time.monotonic() - killed, 1)}
         self._record("enricher_worker", "SIGKILL the second enricher worker, left down", at, published, 0.0,
                      None if recovered is None else time.monotonic() - killed,
                      f"group members {members_before} -> {members_after}")
