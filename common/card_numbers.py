@@ -166,11 +166,12 @@ def masked_copy(data: bytes, limit: int) -> bytes | None:
     cut leaves one (a cut can turn a longer run of digit groups into a card number's shape). None when
     neither the whole nor its first ``limit`` bytes hold a card number."""
     text = text_of(data)
-    if not holds_card_number(text) and (len(data) <= limit or not holds_card_number(text_of(data[:limit]))):
+    masked = mask_card_numbers(text)               # ``text`` itself when it holds none
+    if masked is text and (len(data) <= limit or not holds_card_number(text_of(data[:limit]))):
         return None
-    copy = _cut(mask_card_numbers(text), limit)
-    while holds_card_number(copy):
-        copy = _cut(mask_card_numbers(copy), limit)
+    copy = _cut(masked, limit)
+    while (again := mask_card_numbers(copy)) is not copy:
+        copy = _cut(again, limit)
     return copy.encode()
 
 

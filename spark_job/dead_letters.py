@@ -44,8 +44,13 @@ TIME_FORMAT = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 def dlq_values(invalid: DataFrame, hash_key: bytes) -> DataFrame:
     """One JSON string per invalid record (column ``value``) keyed by the capped, masked original key."""
-    key = _safe_copy(F.col("key"), MAX_DLQ_KEY_BYTES, hash_key)
-    value = _safe_copy(F.col("value"), MAX_DLQ_ORIGINAL_BYTES, hash_key)
+    # The masked copies in a projection of their own: each is read several times below, and the optimizer
+    # does not inline a UDF where that would run it again.
+    invalid = invalid.select(
+        "*", F.call_function(MASKED_COPY_FUNCTION, "key", F.lit(MAX_DLQ_KEY_BYTES)).alias("_key_masked"),
+        F.call_function(MASKED_COPY_FUNCTION, "value", F.lit(MAX_DLQ_ORIGINAL_BYTES)).alias("_value_masked"))
+    key = _safe_copy(F.col("key"), F.col("_key_masked"), MAX_DLQ_KEY_BYTES, hash_key)
+    value = _safe_copy(F.col("value"), F.col("_value_masked"), MAX_DLQ_ORIGINAL_BYTES, hash_key)
     record = F.struct(
         F.col("reason"),
         F.col("topic").alias("source_topic"),
@@ -68,12 +73,12 @@ def dlq_values(invalid: DataFrame, hash_key: bytes) -> DataFrame:
     return invalid.select(key["copy"].cast("string").alias("key"), F.to_json(record).alias("value"))
 
 
-def _safe_copy(original: Column, limit: int, hash_key: bytes) -> dict[str, Column]:
-    """The capped, masked copy of a binary column and what describes the whole original."""
+def _safe_copy(original: Column, masked_copy: Column, limit: int, hash_key: bytes) -> dict[str, Column]:
+    """The capped, masked copy of a binary column and what describes the whole original (``masked_copy``:
+    ``fraud_masked_copy`` of it, null when it holds no card number)."""
     size = F.coalesce(F.length(original), F.lit(0))          # bytes, for a binary column
     truncated = size > limit
     capped = F.when(truncated, F.substring(original, 1, limit)).otherwise(original)
-    masked_copy = F.call_function(MASKED_COPY_FUNCTION, original, F.lit(limit))   # null: nothing to mask
     masked = masked_copy.isNotNull()
     whole = F.coalesce(original, F.lit(b"").cast("binary"))
     return {

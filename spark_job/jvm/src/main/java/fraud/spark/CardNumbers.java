@@ -58,12 +58,13 @@ public final class CardNumbers implements UDF2<byte[], Integer, byte[]>, Seriali
     /** Python's masked_copy. */
     public byte[] maskedCopy(byte[] data, int limit) {
         String text = textOf(data);
-        if (!holds(text) && (data.length <= limit || !holds(textOf(Arrays.copyOf(data, limit))))) {
+        String masked = mask(text);                 // text itself when it holds none
+        if (masked == text && (data.length <= limit || !holds(textOf(Arrays.copyOf(data, limit))))) {
             return null;
         }
-        String copy = cut(mask(text), limit);
-        while (holds(copy)) {
-            copy = cut(mask(copy), limit);
+        String copy = cut(masked, limit);
+        for (String again = mask(copy); again != copy; again = mask(copy)) {
+            copy = cut(again, limit);
         }
         return copy.getBytes(StandardCharsets.UTF_8);
     }
