@@ -31,7 +31,9 @@ MAX_VALUE_BYTES = 16 * 1024          # a transaction is ~300 bytes; anything thi
 MAX_ID_LENGTH = 128
 MAX_AMOUNT = 10_000_000              # larger amounts are absurd for one card swipe
 MIN_EVENT_TIME = datetime(2000, 1, 1, tzinfo=timezone.utc)
-MAX_FUTURE_SKEW = timedelta(days=1)  # event time may lead the broker's record timestamp by at most this
+# How far event time may lead the broker's record timestamp by default (FRAUD_EVENT_TIME_MAX_AHEAD_S): no
+# more than the shortest watermark delay, so one record from a fast clock cannot make real traffic late.
+EVENT_TIME_MAX_AHEAD = timedelta(seconds=60)
 
 # Whole-string patterns (used with fullmatch here, wrapped in \A(?:...)\z by Spark): ASCII digits only and
 # no "$", which in Python and Java alike also matches before a trailing newline (Java before \r too).
@@ -74,13 +76,13 @@ def looks_like_pan(value: str) -> bool:
     return holds_card_number(value)
 
 
-def validate_transaction(txn: Any, key: bytes | str | None = None,
-                         record_time: datetime | None = None, check_key: bool = False) -> dict:
+def validate_transaction(txn: Any, key: bytes | str | None = None, record_time: datetime | None = None,
+                         check_key: bool = False, max_ahead: timedelta = EVENT_TIME_MAX_AHEAD) -> dict:
     """Check one decoded transaction against the contract and return it normalised.
 
     Raises ``ContractError`` with the first broken rule. With ``check_key`` (records read from Kafka),
-    ``key`` (the record key) must be present and equal ``card_id``; ``record_time`` (the broker's timestamp), when given, bounds how far in the
-    future ``event_time`` may be.
+    ``key`` (the record key) must be present and equal ``card_id``; ``record_time`` (the broker's
+    timestamp), when given, bounds ``event_time`` to at most ``max_ahead`` after it.
     """
     if not isinstance(txn, dict):
         raise ContractError(f"value is a JSON {_json_type(txn)}, not an object")
@@ -124,8 +126,8 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
     moment = parse_event_time(txn["event_time"])
     if moment < MIN_EVENT_TIME:
         raise ContractError(f"event_time is absurdly far in the past: {txn['event_time']}")
-    if record_time is not None and moment > record_time + MAX_FUTURE_SKEW:
-        raise ContractError(f"event_time is more than {MAX_FUTURE_SKEW.days} day ahead of the record: "
+    if record_time is not None and moment > record_time + max_ahead:
+        raise ContractError(f"event_time is more than {_seconds(max_ahead)} s ahead of the record's timestamp: "
                             f"{txn['event_time']}")
 
     for name, bound in (("lat", 90), ("lon", 180)):
@@ -151,8 +153,13 @@ def validate_transaction(txn: Any, key: bytes | str | None = None,
     return normalised
 
 
-def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
-                       record_time: datetime | None = None, check_key: bool = False) -> dict:
+def _seconds(span: timedelta) -> str:
+    """Whole milliseconds as seconds without trailing zeros ("60", "0.5"), as the Java twin writes them."""
+    return format(Decimal(span // timedelta(milliseconds=1)).scaleb(-3).normalize(), "f")
+
+
+def decode_transaction(raw: bytes | None, key: bytes | str | None = None, record_time: datetime | None = None,
+                       check_key: bool = False, max_ahead: timedelta = EVENT_TIME_MAX_AHEAD) -> dict:
     """Bytes from Kafka (or a JSONL line) to a validated transaction; ``ContractError`` otherwise."""
     if raw is None or len(raw) == 0:
         raise ContractError("empty value")
@@ -169,7 +176,7 @@ def decode_transaction(raw: bytes | None, key: bytes | str | None = None,
         raise ContractError("value is not valid JSON") from None
     if "\\u" in text and LONE_SURROGATE_RE.search(text):
         raise ContractError("value is not valid JSON: a \\u escape of half a surrogate pair")
-    return validate_transaction(obj, key=key, record_time=record_time, check_key=check_key)
+    return validate_transaction(obj, key=key, record_time=record_time, check_key=check_key, max_ahead=max_ahead)
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict:

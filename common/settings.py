@@ -90,6 +90,16 @@ class Settings:
     # delivery_timeout_ms, whose default this is); its request timeout is derived from it. Shorter only
     # in the cluster test that makes records undeliverable (tests/cluster/undelivered.py).
     writer_delivery_timeout_ms: int = _env("FRAUD_WRITER_DELIVERY_TIMEOUT_MS", 120000)
+    # The writer's transaction timeout: the broker aborts a transaction open longer. The least; a batch
+    # whose staged bytes and rows need more gets more (spark_job.alert_writer.transaction_timeout_for),
+    # up to the broker's transaction.max.timeout.ms (Kafka's default, 15 minutes).
+    writer_transaction_timeout_ms: int = _env("FRAUD_WRITER_TRANSACTION_TIMEOUT_MS", 60000)
+    writer_transaction_max_timeout_ms: int = _env("FRAUD_WRITER_TRANSACTION_MAX_TIMEOUT_MS", 900000)
+
+    # How far a transaction's event time may lead its record's broker timestamp; beyond it the record is
+    # dead-lettered (common.contracts, whose EVENT_TIME_MAX_AHEAD this is). No more than the shortest
+    # watermark delay (2 minutes), or one record from a fast clock makes real traffic late (the job warns).
+    event_time_max_ahead_s: float = _env("FRAUD_EVENT_TIME_MAX_AHEAD_S", 60.0)
 
     # Key of the HMAC that stands in a dead letter for the hash of an original holding a card number
     # (docs/architecture.md, "Bad input"); empty: a random key per run of the job.

@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Iterable
 
-from common.contracts import MAX_FUTURE_SKEW, format_event_time, parse_event_time
+from common.contracts import format_event_time, parse_event_time
 from common.kafka_io import assigned_consumer, json_bytes, make_consumer, make_producer
 from common.settings import Settings
 
@@ -140,8 +140,8 @@ class Drain:
 
     def _first_tick(self) -> None:
         latest = latest_event_time(self.settings) or datetime.now(timezone.utc)
-        # Never further ahead than the contract accepts (it would be dead-lettered, not a tick).
-        self._tick_at = min(latest + TICK_AFTER, datetime.now(timezone.utc) + MAX_FUTURE_SKEW - timedelta(hours=1))
+        # Never ahead of the broker's clock: further than the contract accepts, it would be dead-lettered.
+        self._tick_at = min(latest + TICK_AFTER, datetime.now(timezone.utc))
         self._producer = make_producer(self.settings)
         self._send_tick()
         self._markers = MarkerCounter(self.settings, self.writers)

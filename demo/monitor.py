@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from collections import Counter, deque
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from common.contracts import ContractError, decode_transaction, parse_event_time
 from common.kafka_io import make_consumer
@@ -28,11 +28,11 @@ def _parse_time(text: str) -> float:
     return parse_event_time(text).timestamp()
 
 
-def _txn_id(record) -> str | None:
+def _txn_id(record, max_ahead: timedelta) -> str | None:
     """The ``txn_id`` of a record the contract accepts as a transaction (as the detector job does); None
     for anything else the topic may hold, which the job dead-letters."""
     try:
-        return decode_transaction(record.value, key=record.key, check_key=True,
+        return decode_transaction(record.value, key=record.key, check_key=True, max_ahead=max_ahead,
                                   record_time=datetime.fromtimestamp(record.timestamp / 1000, timezone.utc))["txn_id"]
     except ContractError:
         return None
@@ -89,7 +89,7 @@ class PipelineMonitor(threading.Thread):
 
     def _transactions(self, records) -> None:
         for record in records:
-            txn_id = _txn_id(record)
+            txn_id = _txn_id(record, timedelta(seconds=self.settings.event_time_max_ahead_s))
             if txn_id is None:
                 continue  # a broken record: the dead-letter topic has it, and it is counted there
             self.transactions += 1

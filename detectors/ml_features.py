@@ -71,7 +71,8 @@ def with_customer_history(transactions: DataFrame) -> DataFrame:
     """Each transaction with its customer's (event time, amount) pairs of the last ``KEEP_MS`` (a stream)."""
     keep_s = KEEP_MS / 1000
     return with_history(transactions.select(*CARRIED, "amount"), key="customer_id", value="amount",
-                        keep_seconds=keep_s, idle_seconds=keep_s, names=HISTORY_COLUMNS)
+                        max_entries=fx.CUSTOMER_HISTORY_MAX_ROWS, keep_seconds=keep_s, idle_seconds=keep_s,
+                        names=HISTORY_COLUMNS)
 
 
 def customer_step_from_history(pdf: pd.DataFrame) -> pd.DataFrame:

@@ -85,6 +85,10 @@ TERMINAL_TABLE_COLUMNS = ["terminal_id", "day"] + TERMINAL_DAY_COUNTS + TERMINAL
 
 # How long a customer's history must be kept to compute its windows (streaming state).
 CUSTOMER_HISTORY_MS = max(CUSTOMER_WINDOWS_DAYS) * DAY_MS
+# A row's windows count at most this many of its customer's rows before it: more than 33 a day for 30
+# days is a shared account (a "guest" customer id), not a person, and its history would otherwise grow
+# the streaming state without bound and the work per micro-batch with its square.
+CUSTOMER_HISTORY_MAX_ROWS = 1_000
 
 
 def feature_signature() -> str:
@@ -95,7 +99,7 @@ def feature_signature() -> str:
     """
     spec = {"version": FEATURES_VERSION, "features": FEATURES, "customer_windows": CUSTOMER_WINDOWS_DAYS,
             "terminal_windows": TERMINAL_WINDOWS_DAYS, "delay_days": DELAY_DAYS, "night": NIGHT_LAST_HOUR,
-            "floors": [MIN_MEAN, MIN_STD]}
+            "floors": [MIN_MEAN, MIN_STD], "history_max_rows": CUSTOMER_HISTORY_MAX_ROWS}
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -151,7 +155,8 @@ def customer_window_stats(group: np.ndarray, t_ms: np.ndarray, amount: np.ndarra
     """``CUSTOMER_FEATURES`` of each row over ``(t - w, t]`` for every customer window ``w``.
 
     Rows must be sorted by (group, event time, tie-breaker); ``group`` is an integer code per customer.
-    A row counts itself and the rows before it in that order (pandas ``rolling`` semantics). Vectorised:
+    A row counts itself and the rows before it in that order (pandas ``rolling`` semantics), at most
+    ``CUSTOMER_HISTORY_MAX_ROWS`` of them, as the streaming state keeps (``with_history``). Vectorised:
     one ``searchsorted`` per window over a (group, time) key, sums from cumulative sums.
     """
     n = len(t_ms)
@@ -173,7 +178,7 @@ def customer_window_stats(group: np.ndarray, t_ms: np.ndarray, amount: np.ndarra
     with np.errstate(over="ignore"):
         csum2 = np.concatenate([[0], np.cumsum(cents * cents)])
     for w in CUSTOMER_WINDOWS_DAYS:
-        left = np.searchsorted(key, key - w * DAY_MS, side="right")
+        left = np.maximum(np.searchsorted(key, key - w * DAY_MS, side="right"), position - CUSTOMER_HISTORY_MAX_ROWS)
         with np.errstate(over="ignore"):
             squares = csum2[position + 1] - csum2[left]
         _window_features(out, w, position - left + 1, csum[position + 1] - csum[left], squares, amount)

@@ -23,7 +23,10 @@ once to ``read_committed`` readers. The protocol, step by step:
 4. **Write.** Otherwise ``begin_transaction()``; send every output row (alerts get ``detected_at``
    now), pulled from Spark a bounded number of bytes at a time (``StagedBatch``); send the marker
    ``key = writer id, value = {query_id, batch_id, end_offsets, ...}`` to the marker topic;
-   ``commit_transaction()`` (which flushes, and fails if we were fenced).
+   ``commit_transaction()`` (which flushes, and fails if we were fenced). The broker aborts a
+   transaction open longer than its timeout, and the re-run would time out the same way: a batch staged
+   larger than the timeout allows opens the producer again with a longer one first
+   (``transaction_timeout_for``; step 1 again, nothing of this batch sent yet).
 5. **Fail loudly.** Any error aborts the transaction and is re-raised, so the streaming query stops
    with it instead of moving on; the next start re-runs the batch from the checkpoint.
 
@@ -173,6 +176,7 @@ class StagedBatch:
         self.staged = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
         stats = observed._jdf.queryExecution().observedMetrics().get("writer_rows").get()
         rows, total, largest = (stats.getAs(name) for name in ("rows", "bytes", "largest"))
+        self.row_count, self.bytes = rows, total or 0
         self.empty = rows == 0
         self.pieces = fetch_partitions(rows, total or 0, largest or 0, max_bytes)
 
@@ -205,15 +209,14 @@ class ExactlyOnceWriter:
     # tallies the rows it passes on and counts them when told committed(); skipped_batch(writer_id).
     observer = None
 
-    def __init__(self, settings: Settings, writer_id: str, checkpoint_dir: str | Path,
-                 transaction_timeout_ms: int = 60000):
+    def __init__(self, settings: Settings, writer_id: str, checkpoint_dir: str | Path):
         self.settings = settings
         self.writer_id = writer_id
         # Transactional ids are global to the cluster: scoped by the alerts topic, two deployments (or a
         # test beside `make demo`) on one broker never fence each other; one deployment's id is stable.
         self.transactional_id = f"fraud-writer.{settings.topic_alerts}.{writer_id}"
         self.checkpoint_dir = str(checkpoint_dir)   # a local folder or a URI (hdfs://, s3a://)
-        self.transaction_timeout_ms = transaction_timeout_ms
+        self.transaction_timeout_ms = settings.writer_transaction_timeout_ms
         self.producer = None
         self.last: Marker | None = None
         self._query_id: str | None = None
@@ -275,9 +278,25 @@ class ExactlyOnceWriter:
         staged = StagedBatch(batch_df, self.settings.writer_fetch_bytes)   # runs the batch
         run_ms = (time.perf_counter() - started) * 1000
         try:
+            self._fit_transaction_timeout(staged, batch_id)
             self.write_batch(staged.rows(), batch_id, end_offsets, run_ms=run_ms)
         finally:
             staged.release()
+
+    def _fit_transaction_timeout(self, staged: "StagedBatch", batch_id: int) -> None:
+        s = self.settings
+        needed = transaction_timeout_for(staged.bytes, staged.row_count, s.writer_transaction_timeout_ms,
+                                         s.writer_transaction_max_timeout_ms)
+        if needed <= self.transaction_timeout_ms:
+            return
+        log.warning("writer %s: batch %d stages %d rows, %.0f MB: its transaction gets %.0f s instead of %.0f s "
+                    "(producer opened again)%s", self.writer_id, batch_id, staged.row_count, staged.bytes / 1e6,
+                    needed / 1000, self.transaction_timeout_ms / 1000,
+                    "; at the broker's maximum, lower FRAUD_DETECTOR_MAX_OFFSETS_PER_TRIGGER if it times out"
+                    if needed >= s.writer_transaction_max_timeout_ms else "")
+        self.close()
+        self.transaction_timeout_ms = needed
+        self.open()
 
     def write_batch(self, rows: Iterable[tuple[str, str, str | None, str]], batch_id: int,
                     end_offsets: list | None = None, run_ms: float | None = None) -> int:
@@ -358,6 +377,21 @@ def phase_medians(recent: Iterable[dict[str, float]]) -> dict[str, float]:
         for name, ms in phases.items():
             values.setdefault(name, []).append(ms)
     return {name: round(statistics.median(ms)) for name, ms in values.items()}
+
+
+# Rates the writer keeps to on any machine it is meant for, well below what it was measured at on two cores
+# (docs/performance.md, "A flood of broken records"): a transaction timeout too long costs nothing while
+# the writer lives (a new one fences and aborts), one too short aborts the batch and every re-run of it.
+WRITE_FLOOR_BYTES_PER_S = 2_000_000
+WRITE_FLOOR_ROWS_PER_S = 2_000
+
+
+def transaction_timeout_for(staged_bytes: int, rows: int, least_ms: int, most_ms: int) -> int:
+    """The transaction timeout (ms) a batch of ``rows`` and ``staged_bytes`` needs: the least plus its
+    sending at the floor rates, at most the broker's maximum (a longer one is refused at init)."""
+    per = WRITE_FLOOR_BYTES_PER_S * WRITE_FLOOR_ROWS_PER_S          # whole milliseconds, rounded up
+    sending_ms = -(-1000 * (staged_bytes * WRITE_FLOOR_ROWS_PER_S + rows * WRITE_FLOOR_BYTES_PER_S) // per)
+    return min(most_ms, least_ms + sending_ms)
 
 
 class UndeliveredRecordsError(KafkaError):

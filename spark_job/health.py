@@ -1,10 +1,13 @@
 """The detector job's health, for a container's health check (deploy/docker-compose.yml): every query
 of the job's plan has reported progress (``spark_job.progress``: ``<run_dir>/progress/<query>.json``)
 since the job's process started, so a container restarted with the files of its previous run is not
-healthy before its queries run again.
+healthy before its queries run again, and within the last ``--within`` seconds, so a query that stopped
+(its restarts given up) while the others run makes the job unhealthy. An idle query reports too (Spark
+emits a progress event for triggers without data every 10 s).
 
     python -m spark_job.health [NAME ...]     the names given to `python -m detectors run` (default: all)
                                               [--pid N]  the job's process (default 1, a container's)
+                                              [--within S]  seconds (default 300: a long batch reports late)
 
 Exit 0 healthy, 1 not, with one line saying which queries have not reported.
 """
@@ -49,13 +52,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m spark_job.health", description=__doc__.split("\n")[0])
     parser.add_argument("names", nargs="*", metavar="NAME")
     parser.add_argument("--pid", type=int, default=1)
+    parser.add_argument("--within", type=float, default=300.0)
     args = parser.parse_args(argv)
+    import time
+
     from common.settings import get_settings
 
     queries = planned_queries(args.names)
-    silent = silent_queries(get_settings().run_dir / "progress", queries, process_start_time(args.pid))
+    since = max(process_start_time(args.pid), time.time() - args.within)
+    silent = silent_queries(get_settings().run_dir / "progress", queries, since)
     if silent:
-        print(f"no progress yet since the job started: {', '.join(silent)}")
+        print(f"no progress since the job started or in the last {args.within:g} s: {', '.join(silent)}")
         return 1
     print(f"every query reported progress: {', '.join(queries)}")
     return 0

@@ -66,10 +66,14 @@ def plan(spark, detectors: Sequence, settings, options, standby: bool):
     before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision)."""
     from detectors.params import as_data
     from spark_job.live_params import RedisParams, applied_entry, follow_params
+    from spark_job.parsing import fast_clock_warning
     from spark_job.tuning.rehearsal import warm_up
 
     follower, in_force = follow_params(settings, wait=standby)
     job = JobQueries(spark, detectors, settings, options)
+    warning = fast_clock_warning(settings.event_time_max_ahead_s, job.detectors)
+    if warning:
+        log.warning(warning)
     publish = RedisParams(settings)
     job.on_params = lambda detector, record: publish(detector.name, applied_entry(record, as_data(detector)))
     job.apply_params(in_force)                    # before any query starts: nothing to restart
@@ -89,6 +93,7 @@ def start_and_supervise(spark, job: JobQueries, follower, settings, duration_s: 
 
     # Only the leading job serves metrics and reports progress (a standby's port would clash).
     metrics = start_job_metrics(settings)
+    job.params_refused = metrics.params_refused if metrics is not None else None
     listener = ProgressListener(settings.run_dir / "progress", publish=RedisProgress(settings), metrics=metrics)
     spark.streams.addListener(listener.listener)
     job.apply_params(follower.poll())             # what changed while it rehearsed or stood by
@@ -128,6 +133,7 @@ class JobQueries:
         self.running: dict[str, object] = {}
         self.quarantined: dict[str, tuple] = {}        # query name -> (the detector set apart, its options)
         self.prepared: dict[str, object] = {}          # query name -> its rows, built before its first start
+        self.params_refused = None                     # the job's metric (spark_job.metrics), when served
 
     def prepare_all(self) -> None:
         """Build every planned query's DataFrame now (a standby: before it takes over), for its first start.
@@ -135,13 +141,25 @@ class JobQueries:
         from spark_job.queries import planned_rows
 
         for name, plan in self.plans.items():
+            if name in self.prepared:                  # built when its parameters were applied
+                continue
             try:
                 self.prepared[name] = planned_rows(self.spark, plan, self.detectors, self.settings, self.options)
             except Exception as error:  # noqa: BLE001 - raised again, where it is handled, by its start
                 log.warning("query %s not prepared: %s", name, str(error).splitlines()[0])
 
     def start_all(self) -> list:
-        return [self._start(name) for name in self.plans]
+        """Every planned query started; one that cannot start is a ``FailedStart``, for the supervisor to
+        restart under its policy while the others run (not an exception that stops the job)."""
+        from spark_job.supervision import FailedStart
+
+        started = []
+        for name in self.plans:
+            try:
+                started.append(self._start(name))
+            except Exception as error:  # noqa: BLE001 - the broker away, a checkpoint that does not fit
+                started.append(FailedStart(name, f"start failed: {error}"))
+        return started
 
     def restart(self, name: str, error: str = "") -> list:
         from spark_job import quarantine, query_names
@@ -165,11 +183,15 @@ class JobQueries:
 
     def apply_params(self, records: dict) -> list:
         """Run the parameter sets ``records`` (detector -> ``ParamRecord``): each running query of a
-        changed detector is stopped and started again from its checkpoint with them; the job's other
-        queries are not touched (``spark_job.live_params``). Returns the queries it started."""
+        changed detector is planned with them, stopped and started again from its checkpoint; the job's
+        other queries are not touched (``spark_job.live_params``). A set a query cannot be planned with is
+        refused: its detector keeps its last good version, the running query is not stopped, one line and
+        ``fraud_detector_params_refused`` say so. Returns the queries it started, and a ``FailedStart``
+        for one whose start failed (the supervisor restarts it under its policy)."""
         from detectors.params import ParamError, as_data, tuned
+        from spark_job.supervision import FailedStart
 
-        changed = {}
+        changed, previous = {}, {d.name: d for d in self.detectors}
         for i, detector in enumerate(self.detectors):
             record = records.get(detector.name)
             if record is None or (record.version, record.params) == (detector.params_version, as_data(detector)):
@@ -178,26 +200,52 @@ class JobQueries:
                 self.detectors[i] = changed[detector.name] = tuned(detector, record)
             except ParamError as error:
                 log.error("parameters v%d of %s not applied: %s", record.version, detector.name, error)
+        for name, plan in self.plans.items():      # planned first: a set that cannot be is refused
+            if set(plan.detectors) & set(changed):
+                self.prepared.pop(name, None)          # built with the parameters before
+                self._plan_or_keep(name, changed, previous, records)
         for name, (detector, options) in list(self.quarantined.items()):
             if detector.name in changed:
                 self.quarantined[name] = (changed[detector.name], options)
         affected = [name for name, plan in self.plans.items() if set(plan.detectors) & set(changed)]
         affected += [name for name, (d, _) in self.quarantined.items() if d.name in changed]
-        for name in affected:
-            self.prepared.pop(name, None)             # built with the parameters before
         started = []
         for name in affected:
             query = self.running.get(name)
             if query is None or not query.isActive:
-                continue                      # failed, its restart is due: it starts with the new ones
+                continue                      # failed, its restart is due: it starts with the parameters in force
             began = time.monotonic()
             query.stop()
-            started.append(self._start(name))
+            try:
+                started.append(self._start(name))
+            except Exception as error:  # noqa: BLE001 - e.g. the broker away while the writer opens
+                started.append(FailedStart(name, f"start with new parameters failed: {error}"))
+                continue
             log.info("query %s restarted from its checkpoint with new parameters (%s) in %.1f s", name,
                      ", ".join(f"{d} v{changed[d].params_version}" for d in changed), time.monotonic() - began)
         for detector in changed.values():
             self.on_params(detector, records[detector.name])
         return started
+
+    def _plan_or_keep(self, name: str, changed: dict, previous: dict, records: dict) -> None:
+        """Build query ``name`` with the changed detectors (kept for its start); when that fails, its
+        changed detectors go back to their previous versions (out of ``changed``), and it is said."""
+        from spark_job.queries import planned_rows
+
+        try:
+            self.prepared[name] = planned_rows(self.spark, self.plans[name], self.detectors, self.settings,
+                                               self.options)
+            return
+        except Exception as error:  # noqa: BLE001 - a value the ranges let through and the plan does not
+            reason = (str(error).splitlines() or [type(error).__name__])[0][:300]
+        for detector_name in set(self.plans[name].detectors) & set(changed):
+            kept = previous[detector_name]
+            self.detectors = [kept if d.name == detector_name else d for d in self.detectors]
+            changed.pop(detector_name)
+            log.error("parameters v%d of %s refused: the query %s cannot be planned with them (%s); it keeps v%d",
+                      records[detector_name].version, detector_name, name, reason, kept.params_version)
+            if self.params_refused is not None:
+                self.params_refused.labels(detector_name).inc()
 
     def on_params(self, detector, record) -> None:
         """Told the parameters ``detector`` runs with (the dashboard's ``{ns}:params``); nothing by default."""

@@ -103,6 +103,8 @@ class SparkMetrics:
                                "committed (written nothing)", ["query"], registry=r)
         self.restarts = Counter("fraud_spark_query_restarts", "Restarts of a failed query from its checkpoint",
                                 ["query"], registry=r)
+        self.params_refused = Counter("fraud_detector_params_refused", "Parameter sets the job could not plan "
+                                      "a detector with (it kept its last good version)", ["detector"], registry=r)
         self._lock = threading.Lock()
         self.latest: dict[str, dict] = {}          # query -> the gauges of its last progress
         r.register(LatestProgress(self))

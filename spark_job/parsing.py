@@ -14,13 +14,16 @@ most of each batch's planning (docs/performance.md). Known difference: JSON nest
 
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Sequence
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, DoubleType, StringType, StructField, StructType, TimestampType
 
 from common import card_numbers as CN
 from common import contracts as C
-from detectors.base import TRANSACTION_SCHEMA
+from detectors.base import TRANSACTION_SCHEMA, Detector
 
 # The Kafka source's columns that the dead-letter record keeps.
 RAW_COLUMNS = ("topic", "partition", "offset", "timestamp", "key", "value")
@@ -49,7 +52,7 @@ def register_validation(spark: SparkSession) -> None:
         validation = getattr(jvm, VALIDATION_CLASS)(
             ",".join(C.ID_FIELDS), ",".join(C.REQUIRED_FIELDS), ",".join(C.CHANNELS), C.MAX_VALUE_BYTES,
             C.MAX_ID_LENGTH, C.MAX_AMOUNT, int(C.MIN_EVENT_TIME.timestamp() * 1000),
-            int(C.MAX_FUTURE_SKEW.total_seconds() * 1000), C.EVENT_TIME_RE.pattern, C.CURRENCY_RE.pattern,
+            C.EVENT_TIME_RE.pattern, C.CURRENCY_RE.pattern,
             C.MCC_RE.pattern, C.LONE_SURROGATE_RE.pattern, cards)
     except TypeError as error:    # py4j: a JavaPackage, not a class, when the jar is not loaded
         raise RuntimeError(f"{VALIDATION_CLASS} is not on the Spark classpath: run `python -m deploy fetch` "
@@ -59,14 +62,26 @@ def register_validation(spark: SparkSession) -> None:
     jsession.udf().register(MASKED_COPY_FUNCTION, cards, jsession.parseDataType(BinaryType().json()))
 
 
-def with_validation(raw: DataFrame) -> DataFrame:
-    """Add ``_reason`` (null for a valid record) and the typed transaction columns to raw Kafka rows.
+def fast_clock_warning(max_ahead_s: float, detectors: Sequence[Detector]) -> str | None:
+    """A line when event time may lead the broker's clock by more than a detector's watermark delay: one
+    record that far ahead moves the watermark past real traffic, which is then dropped as late."""
+    shortest = min(detectors, key=lambda d: d.watermark_delay, default=None)
+    if shortest is None or max_ahead_s <= shortest.watermark_delay.total_seconds():
+        return None
+    return (f"FRAUD_EVENT_TIME_MAX_AHEAD_S={max_ahead_s:g} is more than {shortest.name}'s watermark delay "
+            f"({shortest.watermark}): one record that far ahead of the broker's clock makes real traffic late")
+
+
+def with_validation(raw: DataFrame, max_ahead: timedelta = C.EVENT_TIME_MAX_AHEAD) -> DataFrame:
+    """Add ``_reason`` (null for a valid record) and the typed transaction columns to raw Kafka rows;
+    ``max_ahead``: how far event time may lead the record's timestamp (``event_time_max_ahead_s``).
 
     ``raw`` has the Kafka source's columns: key, value (binary), topic, partition, offset, timestamp.
     """
     register_validation(raw.sparkSession)
-    checked = raw.select(*raw.columns, F.call_function(VALIDATION_FUNCTION, "value", "key", "timestamp")
-                         .alias("_checked"))
+    max_ahead_ms = F.lit(max_ahead // timedelta(milliseconds=1)).cast("long")
+    checked = raw.select(*raw.columns, F.call_function(VALIDATION_FUNCTION, "value", "key", "timestamp",
+                                                       max_ahead_ms).alias("_checked"))
     typed = {name: F.col(f"_checked.{name}") for name in TRANSACTION_SCHEMA.fieldNames()}
     typed["ingested_at"] = F.col("timestamp")
     return checked.select(*raw.columns, F.col("_checked._reason").alias("_reason"),

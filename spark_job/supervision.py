@@ -13,6 +13,15 @@ from pyspark.sql import SparkSession
 log = logging.getLogger("spark_job.supervision")
 
 
+@dataclass(frozen=True)
+class FailedStart:
+    """A query that ``tick()`` stopped to start again (new parameters) and could not start: supervised as
+    a failed query, restarted under the policy, never left stopped."""
+
+    name: str
+    error: str
+
+
 @dataclass
 class RestartPolicy:
     """When a failed query is started again from its checkpoint: after a back-off that doubles with
@@ -39,15 +48,16 @@ def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], 
               until: Callable[[], bool] = lambda: False, policy: RestartPolicy | None = None,
               poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
               tick: Callable[[], list] | None = None) -> int:
-    """Watch the queries until ``until()`` or all stopped. A query that fails is logged and, with
+    """Watch the queries (a ``FailedStart`` among them: one that could not start) until ``until()`` or all
+    stopped. A query that fails is logged and, with
     ``restart(name, error)`` (which returns the queries it started: the query again, and possibly a
     query for a detector it set apart), started again from its checkpoint when ``policy`` allows; the
     others keep running either way. ``tick()``, called every round, returns queries it restarted on
-    purpose (new parameters: ``spark_job.live_params``), which replace those of the same name.
-    Returns the number of queries that ended with an error."""
+    purpose (new parameters: ``spark_job.live_params``), which replace those of the same name, or a
+    ``FailedStart`` for one whose new start failed. Returns the number of queries that ended with an error."""
     policy = policy or RestartPolicy()
     failed = 0
-    active = {q.name: q for q in queries}
+    active: dict[str, object] = {}
     pending: dict[str, tuple[float, str]] = {}      # name -> (when to restart it, the error that stopped it)
 
     def failure(name: str, error: str) -> None:
@@ -62,10 +72,19 @@ def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], 
                       due - clock())
             pending[name] = (due, error)
 
+    def take(started: list) -> None:
+        for query in started:
+            if isinstance(query, FailedStart):
+                active.pop(query.name, None)
+                failure(query.name, query.error)
+            else:
+                active[query.name] = query
+
+    take(queries)
     while (active or pending) and not until():
         if tick is not None:
             try:
-                active.update((q.name, q) for q in tick())
+                take(tick())
             except Exception as error:  # e.g. the broker is away: parameters are followed again next round
                 log.warning("following the parameters failed: %s", error)
         for name, query in list(active.items()):

@@ -36,7 +36,7 @@ LEADERS_MOVE_TIMEOUT_S = 120.0   # the controller fences a silent broker after b
 ENRICHERS = ("enricher", "enricher-2")
 
 # 6,000 labelled transactions at 25/s: the stream lasts ~4 minutes, so the faults land inside it (a broker's
-# death costs the detector job ~2.5 minutes: its transaction coordinator moves, see docs/cluster.md). Every
+# death can cost the detector job over 2 minutes: its transaction coordinator moves, see docs/cluster.md). Every
 # detector, ml_score too; no late events or jitter, so the static backtest's alerts are exactly the expected.
 PLAN = ChaosPlan("cluster", Traffic(seed=11, count=6_000, duration=6_000 / 25, rate=25, customers=3_000,
                                     late_fraction=0.0, jitter_seconds=0.0,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import signal
 import time
@@ -32,12 +31,12 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from common.contracts import format_event_time, parse_event_time
-from common.kafka_io import json_bytes, make_consumer, make_producer
+from common.contracts import format_event_time
+from common.kafka_io import json_bytes, make_producer
 from common.settings import Settings, checkpoint_location, local_folder
 from common.waiting import wait_until
 from demo.diamond import Traffic
-from demo.drain import MarkerCounter
+from demo.drain import MarkerCounter, latest_event_time
 from deploy import cluster
 from producers.publish import partition_for
 from spark_job.alert_writer import batch_end_offsets
@@ -126,11 +125,10 @@ class UndeliveredRun(ClusterChaosRun):
         wait_until(lambda: self._check() or _read_up_to(checkpoint, topic, end_offsets(self.settings, topic)), 300,
                    "the rule query to read what the paused simulator published", interval=0.5)
         card = probe_card(leaders, self.settings.topic_alerts, topic, victim)
-        partitions = sum(1 for t, _ in leaders if t == topic)
         producer = make_producer(self.settings)
         try:
             for attempt in range(1, PROBE_ATTEMPTS + 1):
-                at = latest_event_time(self.settings, partitions) + timedelta(seconds=attempt)
+                at = latest_event_time(self.settings) + timedelta(seconds=attempt)
                 sent = [producer.send(topic, key=card.encode(), value=json_bytes(txn))
                         for txn in double_swipe_pair(card, attempt, at)]
                 partition, last = sent[-1].get(timeout=60).partition, max(f.get().offset for f in sent)
@@ -169,30 +167,6 @@ def double_swipe_pair(card: str, attempt: int, at: datetime) -> list[dict]:
             "channel": "ecom", "lat": None, "lon": None}
     return [dict(base, txn_id=f"{card}-{attempt}-{i}", event_time=format_event_time(at + timedelta(seconds=i)))
             for i in range(2)]
-
-
-def latest_event_time(settings: Settings, partitions: int) -> datetime:
-    """The newest event time at the end of the transactions topic (the last record of each partition)."""
-    from kafka import TopicPartition
-
-    consumer = make_consumer(settings, enable_auto_commit=False)
-    try:
-        parts = [TopicPartition(settings.topic_transactions, p) for p in range(partitions)]
-        consumer.assign(parts)
-        ends = consumer.end_offsets(parts)
-        for tp in parts:
-            consumer.seek(tp, max(0, ends[tp] - 1))
-        times, deadline = {}, time.monotonic() + 30
-        while len(times) < sum(1 for tp in parts if ends[tp]) and time.monotonic() < deadline:
-            for tp, records in consumer.poll(timeout_ms=500).items():
-                for record in records:
-                    with contextlib.suppress(ValueError, KeyError, TypeError):
-                        times[tp] = parse_event_time(json.loads(record.value)["event_time"])
-    finally:
-        consumer.close()
-    if not times:
-        raise AssertionError("no transaction with an event time at the end of the topic")
-    return max(times.values())
 
 
 def _read_up_to(checkpoint: Path, topic: str, ends: dict[int, int]) -> bool:

@@ -54,13 +54,14 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
 from kafka.errors import KafkaTimeoutError
 
-from common.contracts import ContractError, decode_transaction, format_event_time, parse_event_time
+from common.contracts import (EVENT_TIME_MAX_AHEAD, ContractError, decode_transaction, format_event_time,
+                              parse_event_time)
 from common.kafka_admin import consumer_group_report
 from common.kafka_io import assigned_consumer, json_bytes, json_values, make_consumer, make_producer, read_topic
 from common.settings import REPO_ROOT, Settings
@@ -72,7 +73,7 @@ from detectors.harness import watermark_tick
 from producers.world import DEFAULT_START
 from spark_job.options import parse_groups
 from tests.builders import make_alert
-from tests.strategies import kafka_record
+from tests.strategies import kafka_record, valid_transaction
 from tests.e2e.stream import _drain, _latest_versions, end_offsets
 
 DOWNSTREAM_TIMEOUT_S = 900.0      # enricher and case manager catching up after the drain (full plan: ~26k alerts)
@@ -363,6 +364,10 @@ class ChaosRun:
             self.say(f"  !! {name} died by itself (exit {child.proc.returncode}); restarting it")
             self.diamond.group.restart(name)
 
+    @property
+    def _max_ahead(self) -> timedelta:
+        return timedelta(seconds=self.settings.event_time_max_ahead_s)
+
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -544,12 +549,14 @@ class ChaosRun:
         producer = make_producer(self.settings, linger_ms=20, batch_size=512 * 1024, max_request_size=2 * 1024 * 1024)
         try:
             sent = [(kind, key, value, producer.send(self.settings.topic_transactions, key=key, value=value))
-                    for kind, key, value in garbage_records(random.Random(self.plan.seed), self.plan.garbage)]
+                    for kind, key, value in garbage_records(random.Random(self.plan.seed), self.plan.garbage,
+                                                            self._max_ahead)]
             producer.flush(timeout=120)
             for kind, key, value, future in sent:
                 meta = future.get(timeout=60)
                 record_time = datetime.fromtimestamp(meta.timestamp / 1000, timezone.utc)
-                self.garbage[(meta.partition, meta.offset)] = (kind, contract_reason(key, value, record_time))
+                self.garbage[(meta.partition, meta.offset)] = (kind, contract_reason(key, value, record_time,
+                                                                                     self._max_ahead))
         finally:
             producer.close()
         seconds = time.monotonic() - started
@@ -879,11 +886,14 @@ def run_chaos(plan: ChaosPlan, base: Settings, out: Path, say: Say) -> ChaosResu
     return result
 
 
-def garbage_records(rng: random.Random, count: int) -> list[tuple[str, bytes | None, bytes]]:
+def garbage_records(rng: random.Random, count: int, max_ahead: timedelta = EVENT_TIME_MAX_AHEAD
+                    ) -> list[tuple[str, bytes | None, bytes]]:
     """``count`` (kind, key, value) that break the contract: the DLQ property test's broken records,
-    with oversized values and random bytes mixed in."""
+    with oversized values and random bytes mixed in, and first a valid transaction from a clock an hour
+    fast (accepted, it would move every watermark past the stream)."""
     now = datetime.now(timezone.utc)
-    records: list[tuple[str, bytes | None, bytes]] = []
+    ahead = dict(valid_transaction(rng), event_time=format_event_time(now + timedelta(hours=1)))
+    records: list[tuple[str, bytes | None, bytes]] = [("event time ahead", ahead["card_id"].encode(), json_bytes(ahead))]
     while len(records) < count:
         roll = rng.random()
         if roll < 0.01:
@@ -892,15 +902,16 @@ def garbage_records(rng: random.Random, count: int) -> list[tuple[str, bytes | N
             records.append(("random bytes", rng.randbytes(8), rng.randbytes(rng.randint(1, 2000))))
         else:
             key, value = kafka_record(rng)
-            if contract_reason(key, value, now) is not None:
+            if contract_reason(key, value, now, max_ahead) is not None:
                 records.append(("broken record", key, value))
     return records
 
 
-def contract_reason(key: bytes | None, value: bytes, record_time: datetime) -> str | None:
+def contract_reason(key: bytes | None, value: bytes, record_time: datetime,
+                    max_ahead: timedelta = EVENT_TIME_MAX_AHEAD) -> str | None:
     """The contract's reason for rejecting a record (up to its first colon), None if it is valid."""
     try:
-        decode_transaction(value, key=key, record_time=record_time, check_key=True)
+        decode_transaction(value, key=key, record_time=record_time, check_key=True, max_ahead=max_ahead)
         return None
     except ContractError as error:
         return str(error).split(":")[0]

@@ -17,11 +17,11 @@ import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
 
-from common.contracts import ContractError, decode_transaction
+from common.contracts import ContractError, decode_transaction, format_event_time
 from common.kafka_io import json_bytes, json_values, make_consumer, make_producer, read_topic
 from common.pan_scan import Finding, scan_bytes, scan_records
 from common.settings import Settings
@@ -96,6 +96,9 @@ def bad_records(prefix: str) -> list[BadRecord]:
         BadRecord("negative amount", key(3), json_bytes(txn(3, amount=-12.5))),
         BadRecord("wrong key", f"{prefix}card-other".encode(), json_bytes(txn(4))),
         BadRecord("non-UTF-8", key(5), b'{"txn_id":"' + prefix.encode() + b'bad-5","note":"\xff\xfe"}'),
+        # Valid but for a clock an hour fast: accepted, it would move every watermark past the stream.
+        BadRecord("event time ahead", key(6), json_bytes(txn(6, event_time=format_event_time(
+            datetime.now(timezone.utc) + timedelta(hours=1))))),
     ]
 
 
@@ -107,15 +110,16 @@ def publish_bad_records(settings: Settings, prefix: str) -> list[SentBadRecord]:
             meta = producer.send(settings.topic_transactions, key=record.key, value=record.value).get(timeout=30)
             record_time = datetime.fromtimestamp(meta.timestamp / 1000, timezone.utc)
             sent.append(SentBadRecord(record, meta.partition, meta.offset,
-                                      contract_reason(record, record_time)))
+                                      contract_reason(record, record_time, settings)))
     finally:
         producer.close()
     return sent
 
 
-def contract_reason(record: BadRecord, record_time: datetime) -> str:
+def contract_reason(record: BadRecord, record_time: datetime, settings: Settings) -> str:
     try:
-        decode_transaction(record.value, key=record.key, record_time=record_time, check_key=True)
+        decode_transaction(record.value, key=record.key, record_time=record_time, check_key=True,
+                           max_ahead=timedelta(seconds=settings.event_time_max_ahead_s))
     except ContractError as error:
         return str(error).split(":")[0]
     raise AssertionError(f"the bad record {record.name!r} passes the contract")

@@ -13,13 +13,14 @@ import hashlib
 import hmac
 import json
 import random
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings as hsettings
 from hypothesis import strategies as st
 
 from common.card_numbers import masked_copy
-from common.contracts import ContractError, alert_id, decode_transaction
+from common.contracts import EVENT_TIME_MAX_AHEAD, ContractError, alert_id, decode_transaction, format_event_time
 from common.kafka_io import make_producer, read_topic
 from common.pan_scan import scan_bytes, scan_records
 from common.waiting import wait_until
@@ -60,12 +61,35 @@ def test_spark_validation_agrees_with_the_contract(spark, seed):
         assert (reason and reason.split(":")[0]) == want, (key, value[:300] if value else value)
 
 
-def _validated(spark, records):
+def _validated(spark, records, max_ahead: timedelta = EVENT_TIME_MAX_AHEAD):
     rows = [(key, value, "transactions", 0, offset, RECORD_TIME.replace(tzinfo=None))
             for offset, (key, value) in enumerate(records)]
     df = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
                                      "timestamp timestamp")
-    return with_validation(df)
+    return with_validation(df, max_ahead)
+
+
+@pytest.mark.parametrize("max_ahead", [EVENT_TIME_MAX_AHEAD, timedelta(milliseconds=1500), timedelta(hours=2)],
+                         ids=["default", "1.5s", "2h"])
+def test_event_time_may_lead_the_records_timestamp_by_the_bound_and_no_more(spark, max_ahead):
+    """A clock a day fast is dead-lettered, not let in to move every watermark past real traffic: the
+    bound (FRAUD_EVENT_TIME_MAX_AHEAD_S) holds to the millisecond, in the contract and in Spark alike."""
+    rng = random.Random(3)
+    leads = [timedelta(0), max_ahead, max_ahead + timedelta(milliseconds=1), timedelta(days=1) - timedelta(seconds=1)]
+    txns = [dict(valid_transaction(rng), event_time=format_event_time(RECORD_TIME + lead)) for lead in leads]
+    records = [(t["card_id"].encode(), json.dumps(t).encode()) for t in txns]
+    got = [r._reason for r in _validated(spark, records, max_ahead).orderBy("offset").collect()]
+
+    def want(key, value):
+        try:
+            decode_transaction(value, key=key, record_time=RECORD_TIME, check_key=True, max_ahead=max_ahead)
+            return None
+        except ContractError as error:
+            return str(error).split(":")[0]
+
+    seconds = f"{max_ahead.total_seconds():g}"
+    assert [want(*r) for r in records] == [(reason and reason.split(":")[0]) for reason in got] == [
+        None, None, *[f"event_time is more than {seconds} s ahead of the record's timestamp"] * 2]
 
 
 def test_valid_records_give_the_contracts_transaction(spark):

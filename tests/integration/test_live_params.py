@@ -122,3 +122,53 @@ def test_without_a_parameters_topic_the_job_runs_with_the_parameters_in_the_code
         assert "no topic no-such-params-topic" in caplog.text
     finally:
         follower.consumer.close()
+
+
+def _plan_breaking(transactions, params):
+    """big_amount's logic, but planning fails above a million: a value the ranges let through and the plan does not."""
+    if params.threshold > 1e6:
+        raise ValueError(f"threshold {params.threshold:g} does not fit the plan")
+    from tests.detectors_for_tests import _big_amount
+    return _big_amount(transactions, params)
+
+
+def test_a_parameter_set_the_query_cannot_be_planned_with_is_refused_and_the_detector_keeps_its_version(
+        stack, topics, spark, tmp_path, caplog):
+    """Met at start (the compacted topic holds it) or while running: the detector keeps its last good
+    version, one line says so, the running query is not stopped, and its alerts keep coming."""
+    import dataclasses
+
+    from common.param_records import ParamRecord
+    from spark_job.supervision import FailedStart
+    from tests.builders import txn
+    from tests.detectors_for_tests import BIG_AMOUNT
+
+    detector = dataclasses.replace(BIG_AMOUNT, detect=_plan_breaking)
+    s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
+                      topic_alert_markers=topics("markers", cleanup__policy="compact"), run_dir=tmp_path / "run")
+
+    def record(version: int, threshold: float) -> dict:
+        return {detector.name: ParamRecord(detector.name, {"threshold": threshold}, version, detector.version,
+                                           "test", "a value that breaks the plan", "2026-12-02T00:00:00.000Z")}
+
+    job = JobQueries(spark, [detector], s, RunOptions(checkpoint_root=tmp_path / "checkpoints", with_dlq=False))
+    job.apply_params(record(1, 5e6))                      # at start: nothing running yet
+    assert job.detectors[0].params_version == 0 and job.detectors[0].params.threshold == 900.0
+    assert "parameters v1 of big_amount refused" in caplog.text
+    queries = job.start_all()
+    assert not [q for q in queries if isinstance(q, FailedStart)]
+    try:
+        run_id = queries[0].runId
+        assert job.apply_params(record(2, 7e6)) == []        # while running: refused, not stopped
+        assert "parameters v2 of big_amount refused" in caplog.text
+        assert queries[0].isActive and job.running[queries[0].name].runId == run_id
+        producer = make_producer(s)
+        value = txn(1, amount=950.0)
+        producer.send(s.topic_transactions, key=value["card_id"].encode(), value=json.dumps(value).encode())
+        producer.flush()
+        producer.close()
+        got = wait_until(lambda: _alerts(s) or None, 120, "the alert of the version kept")
+    finally:
+        for query in job.running.values():
+            query.stop()
+    assert [(a["detector"], a["params_version"]) for a in got] == [("big_amount", 0)]

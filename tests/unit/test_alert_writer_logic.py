@@ -158,3 +158,16 @@ def test_phase_medians_are_per_phase_over_the_batches_that_had_it():
               {"commit_ms": 100}]    # a batch written without running (write_batch called directly)
     assert phase_medians(recent) == {"run_ms": 20, "commit_ms": 6}
     assert phase_medians([]) == {}
+
+
+def test_a_batch_gets_the_transaction_time_its_size_needs_within_the_brokers_maximum():
+    from spark_job.alert_writer import WRITE_FLOOR_BYTES_PER_S, transaction_timeout_for
+
+    least, most = 60_000, 900_000
+    assert transaction_timeout_for(0, 0, least, most) == least
+    assert transaction_timeout_for(1_000, 3, least, most) == least + 2          # rounded up, never under
+    # 40,000 dead letters of ~22 KB: 880 MB, 460 s at the floor rates; a batch's most (200,000): the maximum
+    assert transaction_timeout_for(40_000 * 22_000, 40_000, least, most) == least + 440_000 + 20_000
+    assert transaction_timeout_for(200_000 * 22_000, 200_000, least, most) == most
+    assert transaction_timeout_for(60 * WRITE_FLOOR_BYTES_PER_S, 0, least, most) == 2 * least
+    assert transaction_timeout_for(0, 0, 2_000, most) == 2_000

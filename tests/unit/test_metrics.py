@@ -256,3 +256,11 @@ def test_the_local_prometheus_scrapes_the_settings_ports_on_loopback():
     config = yaml.safe_load(prometheus_config(metrics_targets(Settings.from_env(environ={}))))
     assert {job["job_name"]: job["static_configs"][0]["targets"] for job in config["scrape_configs"]} == {
         "detectors": ["127.0.0.1:9181"], "enricher": ["127.0.0.1:9182"], "cases": ["127.0.0.1:9183"]}
+
+
+def test_a_refused_parameter_set_is_counted_per_detector():
+    from spark_job.metrics import SparkMetrics
+
+    metrics = SparkMetrics()
+    metrics.params_refused.labels("double_swipe").inc()
+    assert scrape(metrics.registry)[("fraud_detector_params_refused_total", (("detector", "double_swipe"),))] == 1

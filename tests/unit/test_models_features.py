@@ -97,6 +97,24 @@ def test_streaming_step_with_history_equals_batch():
     pd.testing.assert_frame_equal(step, batch.iloc[45:].reset_index(drop=True))
 
 
+def test_a_hot_customer_counts_its_last_rows_only_in_batch_and_stream_alike():
+    """A shared "guest" customer id with thousands of transactions a day: each row's windows count at most
+    CUSTOMER_HISTORY_MAX_ROWS rows before it, on the batch path and from the capped streaming history
+    (what ``with_history(max_entries=...)`` hands over) to the bit."""
+    cap, n = fx.CUSTOMER_HISTORY_MAX_ROWS, fx.CUSTOMER_HISTORY_MAX_ROWS * 3
+    rng = np.random.default_rng(9)
+    times = np.sort(rng.integers(0, 86_400_000, n)) + fx.to_ms(pd.Series([T0]))[0]
+    amounts = np.round(rng.uniform(1, 100, n), 2)
+    batch = fx.customer_features(pd.Series(["guest"] * n), times, amounts,
+                                 pd.Series([f"t{i:05d}" for i in range(n)]))
+    assert batch["customer_nb_tx_1d"].tolist() == [float(min(i, cap) + 1) for i in range(n)]
+    rows = np.arange(n - 50, n)              # the last rows, each with the capped history it would get
+    lengths = np.full(len(rows), cap)
+    history = np.concatenate([np.arange(i - cap, i) for i in rows])
+    step = fx.customer_features_from_histories(times[rows], amounts[rows], lengths, times[history], amounts[history])
+    pd.testing.assert_frame_equal(step, batch.iloc[rows].reset_index(drop=True), check_exact=True)
+
+
 def _terminal(table: pd.DataFrame, terminal: str, at: pd.Timestamp) -> pd.Series:
     """The terminal features of one transaction at ``terminal`` and time ``at`` (the batch path's join)."""
     t_ms = fx.to_ms(pd.Series([at]))

@@ -21,3 +21,64 @@ def test_failures_older_than_the_window_are_forgotten():
     policy.next_attempt("q", 10)
     # 100 s later the two earlier failures are out of the window: a fresh start, the first back-off again.
     assert policy.next_attempt("q", 110) == 111
+
+
+class _Query:
+    def __init__(self, name: str, active: bool = True):
+        self.name, self.isActive = name, active
+
+    def exception(self):
+        return None
+
+
+class _Streams:
+    def awaitAnyTermination(self, timeout):    # noqa: N802 - Spark's name
+        return False
+
+    def resetTerminated(self):                 # noqa: N802
+        pass
+
+
+class _Spark:
+    streams = _Streams()
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 0.5                        # every look at the clock: half a second later
+        return self.now
+
+
+def test_a_query_whose_start_failed_is_restarted_under_the_policy_and_the_others_run_on():
+    """At the job's start or after new parameters (a ``FailedStart`` from ``start_all`` or ``tick``) a
+    query that could not start is restarted like one that failed, never left stopped."""
+    from spark_job.supervision import FailedStart, supervise
+
+    restarts, ticks = [], [[FailedStart("rules", "start with new parameters failed: broker away")]]
+
+    def restart(name, error):
+        restarts.append((name, error.split(":")[0]))
+        return [_Query(name)]
+
+    def tick():
+        return ticks.pop() if ticks else []
+
+    failed = supervise(_Spark(), [FailedStart("ml", "start failed: broker away"), _Query("rules")], restart,
+                       until=lambda: len(restarts) >= 2, policy=RestartPolicy(first_backoff_s=1), poll_seconds=0,
+                       clock=_Clock(), tick=tick)
+    assert failed == 0
+    assert sorted(restarts) == [("ml", "start failed"), ("rules", "start with new parameters failed")]
+
+
+def test_a_query_that_cannot_start_at_all_is_given_up_and_counted():
+    from spark_job.supervision import FailedStart, supervise
+
+    def restart(name, error):
+        raise RuntimeError("the checkpoint does not fit")
+
+    failed = supervise(_Spark(), [FailedStart("ml", "start failed: the checkpoint does not fit")], restart,
+                       policy=RestartPolicy(max_failures=2, first_backoff_s=1), poll_seconds=0, clock=_Clock())
+    assert failed == 1

@@ -25,7 +25,7 @@ import java.util.Map;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.RowFactory;
-import org.apache.spark.sql.api.java.UDF3;
+import org.apache.spark.sql.api.java.UDF4;
 
 /**
  * The transaction contract (common/contracts.py, decode_transaction: the specification) as one Spark
@@ -38,7 +38,7 @@ import org.apache.spark.sql.api.java.UDF3;
  * event_time as a timestamp, then lat, lon); reason is null for a valid record and the rest null for an
  * invalid one. The contract's values come from Python through the constructor (spark_job/parsing.py).
  */
-public final class TransactionValidation implements UDF3<byte[], byte[], Timestamp, Row> {
+public final class TransactionValidation implements UDF4<byte[], byte[], Timestamp, Long, Row> {
     private static final long serialVersionUID = 1L;
     private static final MathContext PYTHON_DECIMAL_CONTEXT = new MathContext(28, RoundingMode.HALF_EVEN);
     private static final int PYTHON_INT_MAX_DIGITS = 4300;      // Python's int() refuses longer numbers
@@ -53,7 +53,6 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
     private final int maxIdLength;
     private final BigDecimal maxAmount;
     private final long minEventTimeMillis;
-    private final long maxFutureSkewMillis;
     private final CardNumbers cardNumbers;
     private final String[] patterns;
     private transient Pattern eventTime;
@@ -64,7 +63,7 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
 
     public TransactionValidation(String idFields, String requiredFields, String channels, int maxValueBytes,
                                  int maxIdLength, long maxAmount, long minEventTimeMillis,
-                                 long maxFutureSkewMillis, String eventTimePattern, String currencyPattern,
+                                 String eventTimePattern, String currencyPattern,
                                  String mccPattern, String loneSurrogatePattern, CardNumbers cardNumbers) {
         this.idFields = List.of(idFields.split(","));
         this.requiredFields = List.of(requiredFields.split(","));
@@ -73,7 +72,6 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
         this.maxIdLength = maxIdLength;
         this.maxAmount = BigDecimal.valueOf(maxAmount);
         this.minEventTimeMillis = minEventTimeMillis;
-        this.maxFutureSkewMillis = maxFutureSkewMillis;
         this.cardNumbers = cardNumbers;
         this.patterns = new String[] {eventTimePattern, currencyPattern, mccPattern, loneSurrogatePattern};
         compile();
@@ -107,10 +105,10 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
     }
 
     @Override
-    public Row call(byte[] value, byte[] key, Timestamp recordTime) {
+    public Row call(byte[] value, byte[] key, Timestamp recordTime, Long maxAheadMillis) {
         Object[] row = new Object[requiredFields.size() + 3];
         try {
-            check(value, key, recordTime, row);
+            check(value, key, recordTime, maxAheadMillis, row);
         } catch (Invalid invalid) {
             Object[] failed = new Object[row.length];
             failed[0] = invalid.getMessage();
@@ -119,7 +117,8 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
         return RowFactory.create(row);
     }
 
-    private void check(byte[] value, byte[] key, Timestamp recordTime, Object[] row) throws Invalid {
+    private void check(byte[] value, byte[] key, Timestamp recordTime, Long maxAheadMillis, Object[] row)
+            throws Invalid {
         if (value == null || value.length == 0) {
             throw new Invalid("empty value");
         }
@@ -200,9 +199,8 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
         if (moment < minEventTimeMillis) {
             throw new Invalid("event_time is absurdly far in the past");
         }
-        if (recordTime != null && moment > recordTime.getTime() + maxFutureSkewMillis) {
-            throw new Invalid("event_time is more than " + maxFutureSkewMillis / 86_400_000L
-                              + " day ahead of the record");
+        if (recordTime != null && maxAheadMillis != null && moment > recordTime.getTime() + maxAheadMillis) {
+            throw new Invalid("event_time is more than " + seconds(maxAheadMillis) + " s ahead of the record's timestamp");
         }
         Double lat = coordinate(txn, "lat", 90);
         Double lon = coordinate(txn, "lon", 180);
@@ -307,6 +305,11 @@ public final class TransactionValidation implements UDF3<byte[], byte[], Timesta
             BigDecimal magnitude = new BigDecimal(text.charAt(exponent + 1) == '-' ? "1E-999999" : "1E+999999");
             return mantissa.signum() < 0 ? magnitude.negate() : magnitude;
         }
+    }
+
+    /** Milliseconds as seconds without trailing zeros ("60", "0.5"): contracts.py's _seconds. */
+    private static String seconds(long millis) {
+        return BigDecimal.valueOf(millis).movePointLeft(3).stripTrailingZeros().toPlainString();
     }
 
     private static String jsonType(Object value) {
