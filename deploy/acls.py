@@ -7,7 +7,11 @@ in transactions of its own ids; the enricher and the case manager read and write
 their consumer groups (the app ids), with the internal topics Faust names after the app id. The
 dashboard reads Redis, and writes the analysts' verdicts; the analyst (``python -m detectors params``)
 reads and sets detector parameters in transactions of its own ids and reads the transactions and their
-labels for a what-if.
+labels for a what-if, and the verdicts for ``backtest --verdicts-topic``.
+
+No component may create or delete topics outside its own names: the detector job's rehearsal
+(``FRAUD_DETECTOR_WARMUP_S``, a local-profile workaround, off on clusters) needs both for its throw-away
+topics, so on a secure broker it is skipped, with one line saying why.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ def component_grants(component: str, s: Settings) -> list[Grant]:
             out += _grants(component, TOPIC, topic, ("READ", "WRITE", "DESCRIBE"))
         for topic in (s.topic_transactions, s.topic_labels):       # the what-if over the last hours
             out += _grants(component, TOPIC, topic, read)
+        out += _grants(component, TOPIC, s.topic_verdicts, read)  # backtest --verdicts-topic
         # detectors/params_store.py: one transaction per change, id fraud-params.<random>
         out += _grants(component, TRANSACTIONAL_ID, "fraud-params.", write, PREFIXED)
     else:

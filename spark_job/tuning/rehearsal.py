@@ -76,7 +76,8 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
     try:
         create_topics(rehearsal, topics)
     except Exception as error:  # noqa: BLE001 - e.g. a broker user without the right to create topics
-        log.warning("warm-up skipped: cannot create its topics (%s)", str(error).splitlines()[0])
+        log.warning("warm-up skipped: cannot create its topics (%s); a secure broker grants the job no "
+                    "topic creation (deploy/acls.py)", str(error).splitlines()[0])
         return {}
     checkpoints = checkpoint_location(options.checkpoint_root or settings.checkpoint_root, f"{query_names.rehearsal(tag)}")
     started = time.monotonic()

@@ -32,12 +32,13 @@ from tests.builders import encode, txn
 def with_topics(secure, unique: str):
     """``secure`` settings with the project's topics (and the Faust app ids) renamed for this test,
     created on the broker, with every component's ACLs for them."""
-    bases = ("transactions", "labels", "alerts", "dlq", "alert_markers", "alerts_enriched", "cases")
+    bases = ("transactions", "labels", "alerts", "dlq", "alert_markers", "alerts_enriched", "cases", "verdicts")
     s = secure.replace(**{f"topic_{base}": f"test.{base}.{unique}" for base in bases},
                        enricher_app_id=f"test-enricher-{unique}", cases_app_id=f"test-cases-{unique}")
     create_topics(s, [TopicSpec(s.topic_transactions, 1), TopicSpec(s.topic_labels, 1), TopicSpec(s.topic_alerts_enriched, 1),
                       TopicSpec(s.topic_cases, 1), TopicSpec(s.topic_alerts, 1), TopicSpec(s.topic_dlq, 1),
-                      TopicSpec(s.topic_alert_markers, 1, {"cleanup.policy": "compact"})])
+                      TopicSpec(s.topic_alert_markers, 1, {"cleanup.policy": "compact"}),
+                      TopicSpec(s.topic_verdicts, 1, {"cleanup.policy": "compact"})])
     apply_acls(secure, s)
     return s
 
@@ -163,6 +164,15 @@ def test_each_component_is_denied_outside_its_acls_and_allowed_inside(secure_bro
     # the case manager cannot read the raw alerts, and nobody without a user's ACLs reads the labels
     assert denied(lambda: offsets_as(as_user(s, "cases"), s.topic_alerts)) == "TopicAuthorizationFailedError"
     assert denied(lambda: offsets_as(as_user(s, "enricher"), s.topic_labels)) == "TopicAuthorizationFailedError"
+    # the analyst reads the verdicts the dashboard writes (backtest --verdicts-topic), and cannot write them
+    dashboard = make_producer(as_user(s, "dashboard"))
+    dashboard.send(s.topic_verdicts, key=b"case-acl", value=b"{}").get(30)
+    dashboard.close()
+    assert [r.value for r in read_topic(as_user(s, "analyst"), s.topic_verdicts)] == [b"{}"]
+    analyst = make_producer(as_user(s, "analyst"))
+    assert denied(lambda: analyst.send(s.topic_verdicts, key=b"case-acl", value=b"{}").get(30)) \
+        == "TopicAuthorizationFailedError"
+    analyst.close()
     # a consumer group of someone else's is refused too
     stranger = make_consumer(as_user(s, "enricher"), group_id=s.cases_app_id)
     stranger.subscribe([s.topic_alerts])

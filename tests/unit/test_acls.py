@@ -54,4 +54,5 @@ def test_the_dashboard_may_only_write_verdicts_and_the_analyst_only_set_paramete
     analyst = allowed("analyst", s)
     assert ("TOPIC", s.topic_params, "LITERAL", "WRITE") in analyst
     assert ("TRANSACTIONAL_ID", "fraud-params.", "PREFIXED", "WRITE") in analyst
+    assert ("TOPIC", s.topic_verdicts, "LITERAL", "READ") in analyst         # backtest --verdicts-topic
     assert not any(op == "WRITE" and name in (s.topic_transactions, s.topic_alerts) for _k, name, _p, op in analyst)
