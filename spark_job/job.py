@@ -171,8 +171,13 @@ class JobQueries:
         guilty = quarantine.culprit(error, members) if len(members) > 1 else None
         if guilty is None:
             return [self._start(name)]
+        from common.settings import checkpoint_location
+
         alone = query_names.quarantined(guilty.name)
-        start_at = quarantine.offsets_read(self.running[name]) or self.options.starting_offsets
+        root = self.options.checkpoint_root or self.settings.checkpoint_root
+        start_at = (quarantine.offsets_committed(checkpoint_location(root, name))
+                    or quarantine.offsets_read(self.running[name]) or self.options.starting_offsets)
+        quarantine.forget_checkpoint(self.spark, checkpoint_location(root, alone))
         log.error("query %s failed in %s: restarting it without %s, which goes on alone in %s",
                   name, quarantine.module_file(guilty), guilty.name, alone)
         self.plans[name] = dataclasses.replace(plan, muted=(*plan.muted, guilty.name))

@@ -6,6 +6,12 @@ detector's code lives in its own module. ``JobQueries.restart`` then restarts th
 detector's branch muted (it keeps its operators and state, so the checkpoint still fits, but reads no
 rows) and starts the detector alone in a query of its own from where the shared query had got to:
 if its failure is for good, that query alone keeps failing and is given up; the others run on.
+
+Where the shared query had got to is the end of its last committed batch (``offsets_committed``: its
+checkpoint, which holds it whether or not the failed run completed a batch), the next batch it would
+have run. The detector's own query (``quarantined-<name>``) gets a fresh checkpoint each time it is set
+apart (``forget_checkpoint``): one left by an earlier quarantine would resume where that one stopped,
+days back. It lives as long as the job's run: the next start runs the detector in its group again.
 """
 
 from __future__ import annotations
@@ -30,6 +36,32 @@ def culprit(error: str, detectors: Sequence[Detector]) -> Detector | None:
     if not appearing or len({module_file(d) for _, d in appearing}) < len(appearing):
         return None
     return max(appearing, key=lambda pair: pair[0])[1]
+
+
+def offsets_committed(checkpoint: str) -> str | None:
+    """The end offsets of a local checkpoint's last committed batch, as ``startingOffsets`` JSON (its
+    first Kafka source's: a query's sources all read the one topic); None when none is committed, or
+    the checkpoint is not local."""
+    from common.settings import local_folder
+    from spark_job.alert_writer import batch_end_offsets
+
+    folder = local_folder(checkpoint)
+    commits = folder / "commits" if folder is not None else None
+    if commits is None or not commits.is_dir():
+        return None
+    done = sorted((int(p.name) for p in commits.iterdir() if p.name.isdigit()), reverse=True)
+    for batch in done[:1]:
+        sources = [s for s in batch_end_offsets(checkpoint, batch) if s]
+        if sources:
+            return json.dumps(sources[0])
+    return None
+
+
+def forget_checkpoint(spark, checkpoint: str) -> None:
+    """Delete ``checkpoint`` (any file system Spark's Hadoop configuration reaches), if it exists."""
+    jvm = spark._jvm
+    path = jvm.org.apache.hadoop.fs.Path(checkpoint)
+    path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
 
 
 def offsets_read(query) -> str | None:

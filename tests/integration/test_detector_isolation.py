@@ -75,3 +75,63 @@ def _failure(query) -> str | None:
 
 def _alerts(s) -> list[dict]:
     return [json.loads(r.value) for r in read_topic(s, s.topic_alerts, min_records=0, timeout=2)]
+
+
+def test_set_apart_on_the_first_batch_after_a_restart_it_starts_where_its_group_had_committed(
+        stack, topics, spark, tmp_path):
+    """The group fails on the first batch of its run (a poison record produced while the job was down):
+    no progress of this run says where it had got to, its checkpoint does. The detector set apart reads
+    from there, in a fresh checkpoint of its own (not one an earlier quarantine left), and every alert
+    comes once."""
+    from spark_job.alert_writer import batch_end_offsets
+    from spark_job.tuning.backlog import _initial_offsets
+
+    s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
+                      topic_alert_markers=topics("markers", cleanup__policy="compact"))
+    options = RunOptions(checkpoint_root=tmp_path, with_dlq=False,
+                         groups=(("pair", ("big_amount", "fails_on_poison")),), group_triggers=(("pair", 0.5),))
+    producer = make_producer(s)
+    first = [txn(1, amount=950.0), txn(2, amount=960.0)]
+    for value in first:
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.flush()
+    job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
+    queries = job.start_all()
+    try:
+        wait_until(lambda: len(_alerts(s)) >= 2, 240, "the first run's two alerts")
+    finally:
+        for query in queries:
+            query.stop()
+    group = tmp_path / "detectors-pair"
+    committed = max(int(p.name) for p in (group / "commits").iterdir() if p.name.isdigit())
+    had_got_to = batch_end_offsets(group, committed)[0]
+    stale = tmp_path / "quarantined-fails_on_poison"
+    (stale / "offsets").mkdir(parents=True)                  # an earlier run's quarantine, days back
+    (stale / "offsets" / "0").write_text('v1\n{}\n{"elsewhere":{"0":0}}\n')
+
+    second = [txn(3, amount=POISON_AMOUNT), txn(4, amount=975.0)]
+    for value in second:
+        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+    producer.flush()
+    job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
+    queries = job.start_all()
+    stop = threading.Event()
+    policy = RestartPolicy(max_failures=2, first_backoff_s=0.1, max_backoff_s=0.2)
+    supervisor = threading.Thread(target=lambda: supervise(spark, queries, job.restart, until=stop.is_set,
+                                                           policy=policy, poll_seconds=0.2))
+    supervisor.start()
+    try:
+        alone = "quarantined-fails_on_poison"
+        error = wait_until(lambda: _failure(job.running.get(alone)) if len(_alerts(s)) >= 3 else None, 240,
+                           "the detector set apart failing alone, the other's alert of the second run")
+    finally:
+        stop.set()
+        supervisor.join(timeout=60)
+        for query in job.running.values():
+            query.stop()
+        producer.close()
+    assert "a bug that amount" in error
+    assert _initial_offsets(stale, 1) == [had_got_to]        # from the group's last commit, fresh checkpoint
+    got = _alerts(s)
+    assert sorted(a["alert_id"] for a in got) == sorted(
+        alert_id("big_amount", [v["txn_id"]]) for v in (*first, *second) if v["amount"] >= 900)
