@@ -35,12 +35,7 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
         producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
     producer.flush()
 
-    stop = threading.Event()
-    policy = RestartPolicy(max_failures=2, first_backoff_s=0.1, max_backoff_s=0.2)
-    failed = []
-    supervisor = threading.Thread(target=lambda: failed.append(
-        supervise(spark, queries, job.restart, until=stop.is_set, policy=policy, poll_seconds=0.2)))
-    supervisor.start()
+    supervised = _Supervised(spark, job, queries)
     try:
         alone = "quarantined-fails_on_poison"
         error = wait_until(lambda: _failure(job.running.get(alone)) if len(_alerts(s)) >= 2 else None, 240,
@@ -54,14 +49,29 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
         producer.flush()
         got = wait_until(lambda: _alerts(s) if len(_alerts(s)) >= 3 else None, 120, "the alert after the failure")
     finally:
-        stop.set()
-        supervisor.join(timeout=60)
-        for query in job.running.values():
-            query.stop()
+        supervised.close()
         producer.close()
     expected = sorted(alert_id("big_amount", [v["txn_id"]]) for v in (*values, later) if v["amount"] >= 900)
     assert sorted(a["alert_id"] for a in got) == expected          # each exactly once
     assert "a bug that amount" in error                            # alone, it fails on the same record
+
+
+class _Supervised:
+    """``supervise`` of the job's queries in a thread (a quick restart policy) until ``close()``, which
+    stops it and every query of the job."""
+
+    def __init__(self, spark, job, queries):
+        self.job, self.stop = job, threading.Event()
+        policy = RestartPolicy(max_failures=2, first_backoff_s=0.1, max_backoff_s=0.2)
+        self.thread = threading.Thread(target=supervise, args=(spark, queries, job.restart),
+                                       kwargs=dict(until=self.stop.is_set, policy=policy, poll_seconds=0.2))
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=60)
+        for query in self.job.running.values():
+            query.stop()
 
 
 def _trigger(query) -> str:
@@ -115,20 +125,13 @@ def test_set_apart_on_the_first_batch_after_a_restart_it_starts_where_its_group_
     producer.flush()
     job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
     queries = job.start_all()
-    stop = threading.Event()
-    policy = RestartPolicy(max_failures=2, first_backoff_s=0.1, max_backoff_s=0.2)
-    supervisor = threading.Thread(target=lambda: supervise(spark, queries, job.restart, until=stop.is_set,
-                                                           policy=policy, poll_seconds=0.2))
-    supervisor.start()
+    supervised = _Supervised(spark, job, queries)
     try:
-        alone = "quarantined-fails_on_poison"
-        error = wait_until(lambda: _failure(job.running.get(alone)) if len(_alerts(s)) >= 3 else None, 240,
+        error = wait_until(lambda: _failure(job.running.get("quarantined-fails_on_poison"))
+                           if len(_alerts(s)) >= 3 else None, 240,
                            "the detector set apart failing alone, the other's alert of the second run")
     finally:
-        stop.set()
-        supervisor.join(timeout=60)
-        for query in job.running.values():
-            query.stop()
+        supervised.close()
         producer.close()
     assert "a bug that amount" in error
     assert _initial_offsets(stale, 1) == [had_got_to]        # from the group's last commit, fresh checkpoint
