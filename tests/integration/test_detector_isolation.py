@@ -56,6 +56,32 @@ def test_a_detector_that_fails_is_set_apart_and_the_others_of_its_query_run_on(s
     assert "a bug that amount" in error                            # alone, it fails on the same record
 
 
+def _publish(s, values: list[dict]) -> dict[str, int]:
+    """Send ``values`` to the transactions topic; its end offsets after them, as a checkpoint holds them."""
+    from tests.e2e.stream import end_offsets
+
+    producer = make_producer(s)
+    try:
+        for value in values:
+            producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
+        producer.flush()
+    finally:
+        producer.close()
+    return {str(partition): offset for partition, offset in end_offsets(s, s.topic_transactions).items()}
+
+
+def _committed_up_to(checkpoint, topic: str, ends: dict[str, int]) -> dict | None:
+    """The end offsets of the checkpoint's last committed batch once they reach ``ends``, else None."""
+    from spark_job.alert_writer import batch_end_offsets
+
+    commits = checkpoint / "commits"
+    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
+    if not done:
+        return None
+    offsets = batch_end_offsets(checkpoint, done[-1])[0]
+    return offsets if offsets.get(topic) == ends else None
+
+
 class _Supervised:
     """``supervise`` of the job's queries in a thread (a quick restart policy) until ``close()``, which
     stops it and every query of the job."""
@@ -93,36 +119,30 @@ def test_set_apart_on_the_first_batch_after_a_restart_it_starts_where_its_group_
     no progress of this run says where it had got to, its checkpoint does. The detector set apart reads
     from there, in a fresh checkpoint of its own (not one an earlier quarantine left), and every alert
     comes once."""
-    from spark_job.alert_writer import batch_end_offsets
     from spark_job.tuning.backlog import _initial_offsets
 
     s = stack.replace(topic_transactions=topics("transactions", partitions=2), topic_alerts=topics("alerts", 2),
                       topic_alert_markers=topics("markers", cleanup__policy="compact"))
     options = RunOptions(checkpoint_root=tmp_path, with_dlq=False,
                          groups=(("pair", ("big_amount", "fails_on_poison")),), group_triggers=(("pair", 0.5),))
-    producer = make_producer(s)
+    group = tmp_path / "detectors-pair"
     first = [txn(1, amount=950.0), txn(2, amount=960.0)]
-    for value in first:
-        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
-    producer.flush()
+    ends = _publish(s, first)
     job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
     queries = job.start_all()
-    try:
-        wait_until(lambda: len(_alerts(s)) >= 2, 240, "the first run's two alerts")
+    try:   # Spark records a batch in its commit log after the writer's Kafka commit: the alerts come first
+        had_got_to = wait_until(lambda: _committed_up_to(group, s.topic_transactions, ends), 240,
+                                "the first run's records committed in the group's checkpoint")
     finally:
         for query in queries:
             query.stop()
-    group = tmp_path / "detectors-pair"
-    committed = max(int(p.name) for p in (group / "commits").iterdir() if p.name.isdigit())
-    had_got_to = batch_end_offsets(group, committed)[0]
+    assert len(_alerts(s)) == 2
     stale = tmp_path / "quarantined-fails_on_poison"
     (stale / "offsets").mkdir(parents=True)                  # an earlier run's quarantine, days back
     (stale / "offsets" / "0").write_text('v1\n{}\n{"elsewhere":{"0":0}}\n')
 
     second = [txn(3, amount=POISON_AMOUNT), txn(4, amount=975.0)]
-    for value in second:
-        producer.send(s.topic_transactions, key=value["card_id"], value=encode(value))
-    producer.flush()
+    _publish(s, second)
     job = JobQueries(spark, [BIG_AMOUNT, FAILS_ON_POISON], s, options)
     queries = job.start_all()
     supervised = _Supervised(spark, job, queries)
@@ -132,7 +152,6 @@ def test_set_apart_on_the_first_batch_after_a_restart_it_starts_where_its_group_
                            "the detector set apart failing alone, the other's alert of the second run")
     finally:
         supervised.close()
-        producer.close()
     assert "a bug that amount" in error
     assert _initial_offsets(stale, 1) == [had_got_to]        # from the group's last commit, fresh checkpoint
     got = _alerts(s)
