@@ -193,6 +193,13 @@ class Settings:
         return chosen
 
     @property
+    def event_time_max_ahead(self) -> "timedelta":
+        """``event_time_max_ahead_s`` as the contract takes it."""
+        from datetime import timedelta
+
+        return timedelta(seconds=self.event_time_max_ahead_s)
+
+    @property
     def active_profile(self) -> str:
         """``local`` or ``cluster``: ``profile`` when set, else from the master."""
         if self.profile:

@@ -89,7 +89,7 @@ class PipelineMonitor(threading.Thread):
 
     def _transactions(self, records) -> None:
         for record in records:
-            txn_id = _txn_id(record, timedelta(seconds=self.settings.event_time_max_ahead_s))
+            txn_id = _txn_id(record, self.settings.event_time_max_ahead)
             if txn_id is None:
                 continue  # a broken record: the dead-letter topic has it, and it is counted there
             self.transactions += 1

@@ -25,7 +25,8 @@ file. The registry is ``settings.model_registry`` (``FRAUD_MODEL_REGISTRY``). Wi
 "run `make train`".
 
 State: one row per customer (JVM, ``fraud.spark.RecentHistory``), the last 31 days of (event time, amount),
-at most ``models.features.CUSTOMER_HISTORY_MAX_ROWS`` of them, 16 bytes per transaction, evicted by an event-time timeout 31 days after the customer's last transaction.
+at most ``models.features.CUSTOMER_HISTORY_MAX_ROWS`` of them, 16 bytes per transaction, evicted by an event-time
+timeout 31 days after the customer's last transaction.
 Rows behind the watermark are dropped. No Python state: the query may hold other detectors' keyed state too.
 """
 

@@ -139,6 +139,17 @@ def parse_offsets_file(text: str) -> list:
     return [None if line.strip() == "-" else json.loads(line) for line in lines[2:] if line.strip()]
 
 
+def checkpoint_batches(checkpoint: str | Path) -> tuple[list[int], list[int]] | None:
+    """The planned and the committed batch ids of a local checkpoint, in order (None when it is not local)."""
+    folder = local_folder(checkpoint)
+    if folder is None:
+        return None
+
+    def ids(log: Path) -> list[int]:
+        return sorted(int(p.name) for p in log.iterdir() if p.name.isdigit()) if log.is_dir() else []
+    return ids(folder / "offsets"), ids(folder / "commits")
+
+
 def batch_end_offsets(checkpoint: str | Path, batch_id: int, spark=None) -> list:
     """The end offsets Spark planned for ``batch_id`` (written before the batch runs)."""
     return parse_offsets_file(read_checkpoint_file(checkpoint, f"offsets/{batch_id}", spark))

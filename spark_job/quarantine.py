@@ -42,19 +42,11 @@ def offsets_committed(checkpoint: str) -> str | None:
     """The end offsets of a local checkpoint's last committed batch, as ``startingOffsets`` JSON (its
     first Kafka source's: a query's sources all read the one topic); None when none is committed, or
     the checkpoint is not local."""
-    from common.settings import local_folder
-    from spark_job.alert_writer import batch_end_offsets
+    from spark_job.alert_writer import batch_end_offsets, checkpoint_batches
 
-    folder = local_folder(checkpoint)
-    commits = folder / "commits" if folder is not None else None
-    if commits is None or not commits.is_dir():
-        return None
-    done = sorted((int(p.name) for p in commits.iterdir() if p.name.isdigit()), reverse=True)
-    for batch in done[:1]:
-        sources = [s for s in batch_end_offsets(checkpoint, batch) if s]
-        if sources:
-            return json.dumps(sources[0])
-    return None
+    committed = (checkpoint_batches(checkpoint) or ([], []))[1]
+    sources = [s for s in batch_end_offsets(checkpoint, committed[-1]) if s] if committed else []
+    return json.dumps(sources[0]) if sources else None
 
 
 def forget_checkpoint(spark, checkpoint: str) -> None:

@@ -15,7 +15,6 @@ puts all in one. Detectors of one query share its micro-batches and its fate.
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -170,7 +169,7 @@ def planned_rows(spark: SparkSession, plan: QueryPlan, detectors: Sequence[Detec
     in a JVM that has just started: a standby builds it before it takes over (``spark_job.job``)."""
     by_name = {d.name: d for d in detectors}
     checked = counted(with_validation(read_transactions(spark, settings, options),
-                                      timedelta(seconds=settings.event_time_max_ahead_s)), plan.name)
+                                      settings.event_time_max_ahead), plan.name)
     if not plan.detectors:                       # the dead letters alone: no shuffle needed
         return dlq_rows(checked, settings)
     once = read_once(checked, settings)

@@ -15,8 +15,8 @@ log = logging.getLogger("spark_job.supervision")
 
 @dataclass(frozen=True)
 class FailedStart:
-    """A query that ``tick()`` stopped to start again (new parameters) and could not start: supervised as
-    a failed query, restarted under the policy, never left stopped."""
+    """A query that could not start (at the job's start, or started again with new parameters): supervised
+    as a failed query, restarted under the policy, never left stopped."""
 
     name: str
     error: str

@@ -8,7 +8,7 @@ from typing import Any
 
 from common.contracts import alert_id, format_event_time
 
-T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=timezone.utc)  # in the past: the contract rejects event times ahead of the broker's clock
+T0 = datetime(2026, 1, 5, 10, 0, 0, tzinfo=timezone.utc)  # in the past: never ahead of the broker's clock
 
 
 def txn(i: int, card: str | None = None, amount: float = 10.0, seconds: float | None = None,

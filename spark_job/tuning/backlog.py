@@ -15,13 +15,9 @@ import logging
 from pathlib import Path
 
 from common.settings import Settings, local_folder
-from spark_job.alert_writer import batch_end_offsets
+from spark_job.alert_writer import batch_end_offsets, checkpoint_batches
 
 log = logging.getLogger(__name__)
-
-
-def _batch_ids(folder: Path) -> list[int]:
-    return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit()) if folder.is_dir() else []
 
 
 def records_between(start: list | None, end: list | None) -> int | None:
@@ -39,7 +35,7 @@ def records_between(start: list | None, end: list | None) -> int | None:
 def planned_again(checkpoint: str | Path) -> int | None:
     """Records of the batch a stopped or killed query had planned and not committed, which its next
     start runs again first; None when there is none, or the checkpoint is not local."""
-    batches = _batches(checkpoint)
+    batches = checkpoint_batches(checkpoint)
     return None if batches is None else _planned_again(checkpoint, *batches)
 
 
@@ -76,7 +72,7 @@ def first_batch_rows(settings: Settings, checkpoint: str | Path) -> int | None:
     at the topic's end), or when the checkpoint or the broker cannot say (a guess for the codegen switch:
     never a reason not to start)."""
     try:
-        batches = _batches(checkpoint)
+        batches = checkpoint_batches(checkpoint)
         if batches is None or not batches[1]:
             return None
         again = _planned_again(checkpoint, *batches)
@@ -84,12 +80,6 @@ def first_batch_rows(settings: Settings, checkpoint: str | Path) -> int | None:
     except Exception as error:
         log.debug("no backlog at the start of %s: %s", checkpoint, error)
         return None
-
-
-def _batches(checkpoint: str | Path) -> tuple[list[int], list[int]] | None:
-    """The planned and the committed batch ids of a local checkpoint (None when it is not local)."""
-    folder = local_folder(checkpoint)
-    return None if folder is None else (_batch_ids(folder / "offsets"), _batch_ids(folder / "commits"))
 
 
 def _planned_again(checkpoint: str | Path, planned: list[int], committed: list[int]) -> int | None:

@@ -39,7 +39,7 @@ from demo.diamond import Traffic
 from demo.drain import MarkerCounter, latest_event_time
 from deploy import cluster
 from producers.publish import partition_for
-from spark_job.alert_writer import batch_end_offsets
+from spark_job.alert_writer import batch_end_offsets, checkpoint_batches
 from tests.cluster.cluster_chaos import (ClusterChaosRun, ClusterDiamond, _count_lines, partition_leaders,
                                         transaction_coordinator)
 from tests.e2e.chaos import ChaosPlan, ChaosResult, Say, _every_writer_committed
@@ -171,19 +171,18 @@ def double_swipe_pair(card: str, attempt: int, at: datetime) -> list[dict]:
 
 def _read_up_to(checkpoint: Path, topic: str, ends: dict[int, int]) -> bool:
     """Whether the newest committed batch of ``checkpoint`` read ``topic`` up to ``ends``."""
-    commits = sorted((int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()), reverse=True)
+    commits = checkpoint_batches(checkpoint)[1]
     with contextlib.suppress(OSError, ValueError):
         if commits:
             return all(source and all(source.get(topic, {}).get(str(p), 0) >= end for p, end in ends.items())
-                       for source in batch_end_offsets(checkpoint, commits[0]))
+                       for source in batch_end_offsets(checkpoint, commits[-1]))
     return False
 
 
 def _batch_reading(checkpoint: Path, topic: str, partition: int, offset: int) -> list[int]:
     """The newest batch planned in ``checkpoint`` whose end offsets are past ``offset`` of ``partition``
     (a list of it, or none)."""
-    batches = sorted((int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()), reverse=True)
-    for batch in batches[:3]:
+    for batch in reversed(checkpoint_batches(checkpoint)[0][-3:]):
         with contextlib.suppress(OSError, ValueError):
             ends = batch_end_offsets(checkpoint, batch)
             if any(source and source.get(topic, {}).get(str(partition), -1) > offset for source in ends):

@@ -364,10 +364,6 @@ class ChaosRun:
             self.say(f"  !! {name} died by itself (exit {child.proc.returncode}); restarting it")
             self.diamond.group.restart(name)
 
-    @property
-    def _max_ahead(self) -> timedelta:
-        return timedelta(seconds=self.settings.event_time_max_ahead_s)
-
     def _elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -548,15 +544,16 @@ class ChaosRun:
         started = time.monotonic()
         producer = make_producer(self.settings, linger_ms=20, batch_size=512 * 1024, max_request_size=2 * 1024 * 1024)
         try:
+            max_ahead = self.settings.event_time_max_ahead
             sent = [(kind, key, value, producer.send(self.settings.topic_transactions, key=key, value=value))
                     for kind, key, value in garbage_records(random.Random(self.plan.seed), self.plan.garbage,
-                                                            self._max_ahead)]
+                                                            max_ahead)]
             producer.flush(timeout=120)
             for kind, key, value, future in sent:
                 meta = future.get(timeout=60)
                 record_time = datetime.fromtimestamp(meta.timestamp / 1000, timezone.utc)
                 self.garbage[(meta.partition, meta.offset)] = (kind, contract_reason(key, value, record_time,
-                                                                                     self._max_ahead))
+                                                                                     max_ahead))
         finally:
             producer.close()
         seconds = time.monotonic() - started
@@ -893,7 +890,8 @@ def garbage_records(rng: random.Random, count: int, max_ahead: timedelta = EVENT
     fast (accepted, it would move every watermark past the stream)."""
     now = datetime.now(timezone.utc)
     ahead = dict(valid_transaction(rng), event_time=format_event_time(now + timedelta(hours=1)))
-    records: list[tuple[str, bytes | None, bytes]] = [("event time ahead", ahead["card_id"].encode(), json_bytes(ahead))]
+    records: list[tuple[str, bytes | None, bytes]] = [
+        ("event time ahead", ahead["card_id"].encode(), json_bytes(ahead))]
     while len(records) < count:
         roll = rng.random()
         if roll < 0.01:

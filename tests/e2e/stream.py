@@ -119,7 +119,7 @@ def publish_bad_records(settings: Settings, prefix: str) -> list[SentBadRecord]:
 def contract_reason(record: BadRecord, record_time: datetime, settings: Settings) -> str:
     try:
         decode_transaction(record.value, key=record.key, record_time=record_time, check_key=True,
-                           max_ahead=timedelta(seconds=settings.event_time_max_ahead_s))
+                           max_ahead=settings.event_time_max_ahead)
     except ContractError as error:
         return str(error).split(":")[0]
     raise AssertionError(f"the bad record {record.name!r} passes the contract")

@@ -72,10 +72,9 @@ def _publish(s, values: list[dict]) -> dict[str, int]:
 
 def _committed_up_to(checkpoint, topic: str, ends: dict[str, int]) -> dict | None:
     """The end offsets of the checkpoint's last committed batch once they reach ``ends``, else None."""
-    from spark_job.alert_writer import batch_end_offsets
+    from spark_job.alert_writer import batch_end_offsets, checkpoint_batches
 
-    commits = checkpoint / "commits"
-    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit()) if commits.is_dir() else []
+    done = checkpoint_batches(checkpoint)[1]
     if not done:
         return None
     offsets = batch_end_offsets(checkpoint, done[-1])[0]

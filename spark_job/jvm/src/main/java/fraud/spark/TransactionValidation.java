@@ -200,7 +200,8 @@ public final class TransactionValidation implements UDF4<byte[], byte[], Timesta
             throw new Invalid("event_time is absurdly far in the past");
         }
         if (recordTime != null && maxAheadMillis != null && moment > recordTime.getTime() + maxAheadMillis) {
-            throw new Invalid("event_time is more than " + seconds(maxAheadMillis) + " s ahead of the record's timestamp");
+            throw new Invalid("event_time is more than " + seconds(maxAheadMillis)
+                              + " s ahead of the record's timestamp");
         }
         Double lat = coordinate(txn, "lat", 90);
         Double lon = coordinate(txn, "lon", 180);
