@@ -168,6 +168,17 @@ def _why_not(error: BaseException, timeout: float) -> str:
 WAIT_SAY_EVERY_S = 30.0    # how often wait_for_kafka says it still waits
 
 
+def kafka_unreachable(settings: Settings, timeout: float = 5.0) -> bool:
+    """Whether no bootstrap server answers at all (an outage; a refused login is an answer)."""
+    try:
+        check_kafka_connection(settings, timeout=timeout)
+    except KafkaUnreachableError:
+        return True
+    except KafkaConnectError:
+        return False
+    return False
+
+
 def wait_for_kafka(settings: Settings, say: Callable[[str], None] = print, probe_timeout: float = 5.0) -> None:
     """Return once a bootstrap server answers, saying every ``WAIT_SAY_EVERY_S`` that it waits. For a process
     that has nothing to do until it reaches the broker (a standby detector job started during a broker

@@ -47,6 +47,8 @@ class Settings:
     topic_params_history: str = _env("FRAUD_TOPIC_PARAMS_HISTORY", "detectors.params.history")
     # Analysts' verdicts on cases (compacted, key = case_id: the latest verdict of a case wins)
     topic_verdicts: str = _env("FRAUD_TOPIC_VERDICTS", "cases.verdicts")
+    # The detector job's lease where no file lock holds it (spark_job.leadership): one partition, no records
+    topic_leader: str = _env("FRAUD_TOPIC_LEADER", "detectors.leader")
     partitions_transactions: int = _env("FRAUD_PARTITIONS_TRANSACTIONS", 12)
     partitions_alerts: int = _env("FRAUD_PARTITIONS_ALERTS", 6)
     partitions_dlq: int = _env("FRAUD_PARTITIONS_DLQ", 3)
@@ -154,6 +156,9 @@ class Settings:
     # A local folder or a Hadoop file system URI (hdfs://..., s3a://...), kept as text: a Path would fold
     # "s3a://bucket" into "s3a:/bucket". Join names onto it with checkpoint_location().
     checkpoint_root: str = _env("FRAUD_CHECKPOINT_ROOT", str(REPO_ROOT / ".run" / "checkpoints"))
+    # Who leads a checkpoint root (spark_job.leadership): "auto", a file lock on a local folder and a Kafka
+    # consumer group elsewhere (hdfs://, s3a://); "kafka", the group always (a folder shared between hosts).
+    leader_lease: str = _env("FRAUD_LEADER_LEASE", "auto")
     model_registry: Path = _env("FRAUD_MODEL_REGISTRY", REPO_ROOT / "models" / "registry")
 
     # --- Embedded local stack ------------------------------------------------------------------

@@ -25,4 +25,6 @@ def project_topics(settings: Settings) -> list[TopicSpec]:
         TopicSpec(s.topic_params_history, 1, {"cleanup.policy": "delete", "retention.ms": "-1"}),
         # One verdict per case (sinks/dashboard/verdicts.py): compaction keeps a case's latest.
         TopicSpec(s.topic_verdicts, s.partitions_alerts, {"cleanup.policy": "compact"}),
+        # The detector job's lease off local folders (spark_job.leadership): a consumer group's one partition.
+        TopicSpec(s.topic_leader, 1),
     ]

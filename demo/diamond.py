@@ -241,12 +241,12 @@ class LocalDiamond:
 
     # -- the detector job and its standby -----------------------------------------------------
     def leading_job(self) -> str:
-        """Which of the detector job's services holds the leader lock (runs the queries)."""
-        from spark_job.leadership import holder_pid, lock_path
+        """Which of the detector job's services holds the lease (runs the queries): the running one whose
+        run said so, whichever the lease (a file lock or a Kafka group) and however it was started."""
+        from spark_job.leadership import LEADING
 
-        holder = holder_pid(lock_path(self.settings.checkpoint_root))
-        jobs = [name for name in DETECTOR_JOBS if name in self.group.children]
-        return next((name for name in jobs if self.group.children[name].pid == holder), DETECTORS)
+        jobs = [self.group.children[name] for name in DETECTOR_JOBS if name in self.group.children]
+        return next((child.name for child in jobs if child.running() and f" {LEADING}: " in child.output()), DETECTORS)
 
     def standing_by(self) -> bool | None:
         """Whether the job that does not lead has rehearsed and waits for the lock (None: no standby)."""

@@ -58,6 +58,9 @@ def component_grants(component: str, s: Settings) -> list[Grant]:
         # The exactly-once writer's ids: fraud-writer.<alerts topic>.<query name> (spark_job/alert_writer.py)
         out += _grants(component, TRANSACTIONAL_ID, f"fraud-writer.{s.topic_alerts}.", write, PREFIXED)
         out += _grants(component, GROUP, SPARK_GROUP_PREFIX, read, PREFIXED)
+        # The lease of a checkpoint root off local folders: group fraud-leader.<alerts topic>.<root's hash>
+        out += _grants(component, TOPIC, s.topic_leader, read)
+        out += _grants(component, GROUP, f"fraud-leader.{s.topic_alerts}.", read, PREFIXED)
     elif component in ("enricher", "cases"):
         app_id, source, sink = ((s.enricher_app_id, s.topic_alerts, s.topic_alerts_enriched)
                                 if component == "enricher" else

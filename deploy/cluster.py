@@ -313,7 +313,7 @@ def build_app_zip(settings: Settings) -> Path:
     """The project's Python packages the driver and executors import, as one zip for ``--py-files``."""
     out = settings.cluster_dir / "app" / APP_ZIP
     out.parent.mkdir(parents=True, exist_ok=True)
-    partial = out.with_suffix(".partial")
+    partial = out.with_name(f"{out.stem}.{os.getpid()}.partial")   # a job and its standby submit at once
     with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in SHIPPED_PACKAGES:
             for path in sorted((REPO_ROOT / package).rglob("*.py")):

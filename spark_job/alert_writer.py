@@ -237,7 +237,7 @@ class ExactlyOnceWriter:
         # are published with the stats: together they are the batch's addBatch in Spark's progress.
         self.recent_phases: deque[dict[str, float]] = deque(maxlen=RECENT_PHASES)
         # Where the stats are published after each batch (skipped replays are worth seeing).
-        self.stats_path = Path(settings.run_dir) / "writers" / f"{writer_id}.json"
+        self.stats_path = stats_path(settings, writer_id)
 
     # -- steps 1 and 2 -------------------------------------------------------------------------
     def open(self) -> "ExactlyOnceWriter":
@@ -378,6 +378,11 @@ class ExactlyOnceWriter:
 
 
 RECENT_PHASES = 50
+
+
+def stats_path(settings: Settings, writer_id: str) -> Path:
+    """Where writer ``writer_id`` publishes its stats after each batch (bench and the demo's report read them)."""
+    return Path(settings.run_dir) / "writers" / f"{writer_id}.json"
 SLOW_BATCH_MS = 2000       # a batch that took longer says where its time went (the job's log)
 
 

@@ -37,14 +37,22 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
     spark = get_spark("fraud-detectors", settings)
     stopping = StopRequest(spark)
     signal.signal(signal.SIGTERM, stopping)      # from here on, a stop is a clean one, also while planning
+
+    def interrupted() -> str | None:             # what ends the rehearsal early
+        if stopping.requested():
+            return "the job is stopping"
+        if standby and leadership.try_lead():
+            return "the leader has gone: this job takes over"
+        return None
+
     try:
-        job, follower = plan(spark, detectors, settings, options, standby)
+        job, follower = plan(spark, detectors, settings, options, standby, interrupted)
         try:
-            if not leadership.lead(stopping.requested):
-                log.info("stopped while standing by")
+            if stopping.requested() or not leadership.lead(stopping.requested):
+                log.info("stopped before its queries started")
                 _stop(spark)
                 return 0
-            return start_and_supervise(spark, job, follower, settings, args.duration, stopping)
+            return start_and_supervise(spark, job, follower, settings, args.duration, stopping, leadership)
         finally:
             follower.close()
     finally:
@@ -52,18 +60,19 @@ def run(names: Sequence[str], args: argparse.Namespace) -> int:
 
 
 def lead_or_stand_by(settings, options):
-    """The leader lock of the checkpoint root, taken now if it is free: (the lock, whether this job is a
+    """The lease of the checkpoint root, taken now if it is free: (the lease, whether this job is a
     standby)."""
-    from spark_job.leadership import Leadership
+    from spark_job.leadership import leadership_for
 
-    leadership = Leadership(options.checkpoint_root or settings.checkpoint_root)
+    leadership = leadership_for(settings, options.checkpoint_root or settings.checkpoint_root)
     return leadership, not leadership.try_lead()
 
 
-def plan(spark, detectors: Sequence, settings, options, standby: bool):
+def plan(spark, detectors: Sequence, settings, options, standby: bool, interrupted=lambda: None):
     """The job's queries (``JobQueries``) with the parameters in force, built once, and the follower of the
     parameters topic. A standby whose broker is away waits for it rather than exit: it has nothing to do
-    before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision)."""
+    before it can reach it, and the leader meanwhile rides the outage out (spark_job.supervision). The
+    rehearsal ends early when ``interrupted()`` says why."""
     from detectors.params import as_data
     from spark_job.live_params import RedisParams, applied_entry, follow_params
     from spark_job.parsing import fast_clock_warning
@@ -80,13 +89,17 @@ def plan(spark, detectors: Sequence, settings, options, standby: bool):
     for detector in job.detectors:
         if detector.name not in in_force:
             job.on_params(detector, None)
-    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s)
+    warm_up(spark, list(job.plans.values()), job.detectors, settings, options, settings.detector_warmup_s,
+            interrupted=interrupted)
     job.prepare_all()
     return job, follower
 
 
-def start_and_supervise(spark, job: JobQueries, follower, settings, duration_s: float, stopping) -> int:
-    """Start the job's queries and supervise them until stopped (or ``duration_s``); the exit status."""
+def start_and_supervise(spark, job: JobQueries, follower, settings, duration_s: float, stopping, leadership) -> int:
+    """Start the job's queries and supervise them until stopped (or ``duration_s``), or until ``leadership``
+    is lost (nothing is started again then); the exit status."""
+    from common.kafka_clients import kafka_unreachable
+    from spark_job.leadership import LEASE_LOST
     from spark_job.metrics import start_job_metrics
     from spark_job.progress import ProgressListener, RedisProgress
     from spark_job.supervision import supervise
@@ -101,14 +114,23 @@ def start_and_supervise(spark, job: JobQueries, follower, settings, duration_s: 
     log.info("running %s", ", ".join(q.name for q in queries))
     stop_at = time.monotonic() + duration_s if duration_s else None
     rule_times = RuleTimes(spark, settings.spark_rule_times_file)
+    lost = []
 
     def until() -> bool:
         rule_times.write_when_due()
+        if not leadership.held():
+            lost.append(time.monotonic())
+            return True
         return stopping.requested() or (stop_at is not None and time.monotonic() > stop_at)
 
+    counted = metrics.counting_restarts(job.restart) if metrics is not None else job.restart
+
+    def restart(name: str, error: str = "") -> list:
+        return counted(name, error) if leadership.held() else []     # never started without the lease
+
     try:
-        restart = metrics.counting_restarts(job.restart) if metrics is not None else job.restart
-        failed = supervise(spark, queries, restart, until=until, tick=lambda: job.apply_params(follower.poll()))
+        failed = supervise(spark, queries, restart, until=until, tick=lambda: job.apply_params(follower.poll()),
+                           broker_away=lambda: kafka_unreachable(settings))
     except KeyboardInterrupt:
         failed = 0
     except Exception:
@@ -117,6 +139,10 @@ def start_and_supervise(spark, job: JobQueries, follower, settings, duration_s: 
         failed = 0       # the signal reached the JVM too, and it went first: a stop, not a failure
     finally:
         _stop(spark)
+    if lost:
+        log.error("lost the lease of %s to another job: every query stopped; start this job again to stand by",
+                  leadership.root)
+        return LEASE_LOST
     return 1 if failed else 0
 
 

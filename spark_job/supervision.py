@@ -27,16 +27,21 @@ class RestartPolicy:
     """When a failed query is started again from its checkpoint: after a back-off that doubles with
     each failure in a row (1, 2, 4 ... 30 s), so a broker that is restarting has time to come back,
     and at most ``max_failures`` times within ``window_s``: a query that keeps failing stays stopped
-    (and the job says so) instead of spinning."""
+    (and the job says so) instead of spinning. A failure while no Kafka broker answers is not the
+    query's: it is not counted, and the query is tried again every ``outage_retry_s`` for as long as
+    the outage lasts."""
 
     max_failures: int = 6
     window_s: float = 600.0
     first_backoff_s: float = 1.0
     max_backoff_s: float = 30.0
+    outage_retry_s: float = 5.0
     failures: dict[str, list[float]] = field(default_factory=dict)
 
-    def next_attempt(self, name: str, now: float) -> float | None:
+    def next_attempt(self, name: str, now: float, broker_away: bool = False) -> float | None:
         """Record a failure of ``name`` at ``now``; the moment to restart it, or None: give up."""
+        if broker_away:
+            return now + self.outage_retry_s
         recent = [t for t in self.failures.get(name, []) if now - t < self.window_s] + [now]
         self.failures[name] = recent
         if len(recent) > self.max_failures:
@@ -47,14 +52,16 @@ class RestartPolicy:
 def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], list] | None,
               until: Callable[[], bool] = lambda: False, policy: RestartPolicy | None = None,
               poll_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
-              tick: Callable[[], list] | None = None) -> int:
+              tick: Callable[[], list] | None = None, broker_away: Callable[[], bool] = lambda: False) -> int:
     """Watch the queries (a ``FailedStart`` among them: one that could not start) until ``until()`` or all
     stopped. A query that fails is logged and, with
     ``restart(name, error)`` (which returns the queries it started: the query again, and possibly a
     query for a detector it set apart), started again from its checkpoint when ``policy`` allows; the
     others keep running either way. ``tick()``, called every round, returns queries it restarted on
     purpose (new parameters: ``spark_job.live_params``), which replace those of the same name, or a
-    ``FailedStart`` for one whose new start failed. Returns the number of queries that ended with an error."""
+    ``FailedStart`` for one whose new start failed. ``broker_away()``, asked after a failure, says whether no
+    Kafka broker answers (the failure is then not counted). Returns the number of queries that ended with an
+    error."""
     policy = policy or RestartPolicy()
     failed = 0
     active: dict[str, object] = {}
@@ -62,13 +69,15 @@ def supervise(spark: SparkSession, queries: list, restart: Callable[[str, str], 
 
     def failure(name: str, error: str) -> None:
         nonlocal failed
-        due = policy.next_attempt(name, clock()) if restart is not None else None
+        away = restart is not None and broker_away()
+        due = policy.next_attempt(name, clock(), broker_away=away) if restart is not None else None
         first_line = error.splitlines()[0] if error else error
         if due is None:
             log.error("query %s failed: %s; not restarted", name, first_line)
             failed += 1
         else:
-            log.error("query %s failed: %s; restarting it from its checkpoint in %.0f s", name, first_line,
+            log.error("query %s failed: %s; %srestarting it from its checkpoint in %.0f s", name, first_line,
+                      "no Kafka broker answers (not counted against its restarts): " if away else "",
                       due - clock())
             pending[name] = (due, error)
 

@@ -8,7 +8,9 @@ topic of its own to which it publishes ``detectors.samples`` transactions (every
 them) at a steady pace, and writing through the exactly-once writer to topics of their own. Then it stops
 them and deletes their topics and checkpoints: nothing of the rehearsal reaches the job's topics, progress
 files or metrics. A rehearsal query that fails is logged; the job starts anyway (its live query meets the
-failure again and the quarantine sets the detector apart).
+failure again and the quarantine sets the detector apart). It ends early, and cleans up all the same, when the
+job is asked to stop or a standby's leader goes (``interrupted``): a standby never waits for its rehearsal
+to take over.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import dataclasses
 import itertools
 import json
 import logging
+import shutil
 import time
 import uuid
 from datetime import timedelta
-from typing import Sequence
+from typing import Callable, Sequence
 
 from spark_job import query_names
 
@@ -57,16 +60,18 @@ def rehearsal_settings(settings, tag: str):
 
 
 def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seconds: float,
-            tag: str | None = None, keep_topics: bool = False, drain_s: float = DRAIN_S) -> dict[str, int]:
+            tag: str | None = None, keep_topics: bool = False, drain_s: float = DRAIN_S,
+            interrupted: Callable[[], str | None] = lambda: None) -> dict[str, int]:
     """Rehearse the queries of ``plans`` (``spark_job.options.QueryPlan``) for about ``seconds``; per
     rehearsal query that started, the transactions it read. The rehearsal's topics are named after ``tag``
     (random by default); ``keep_topics`` leaves them (tests read them); the queries get ``drain_s`` to read
-    what was published."""
+    what was published. ``interrupted()``, asked a few times a second, ends it early when it returns why."""
     if seconds <= 0 or not plans:
         return {}
     from common.kafka_admin import create_topics
     from common.settings import checkpoint_location
     from common.topics import project_topics
+    from spark_job.alert_writer import stats_path
     from spark_job.queries import start_planned_query
 
     tag = tag or uuid.uuid4().hex[:8]
@@ -85,6 +90,8 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
     try:
         warm_options = dataclasses.replace(options, starting_offsets="earliest", checkpoint_root=checkpoints)
         for plan in plans:
+            if interrupted():
+                break
             try:
                 queries.append(start_planned_query(spark, dataclasses.replace(plan, name=query_names.rehearsal(plan.name)),
                                                    detectors, rehearsal, warm_options))
@@ -92,13 +99,14 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
                 log.warning("warm-up: query %s cannot start (%s); the job starts anyway", query_names.rehearsal(plan.name),
                             str(error).splitlines()[0])
         try:
-            published = _publish(rehearsal, queries, seconds)
+            published = _publish(rehearsal, queries, seconds, interrupted)
         except Exception as error:  # noqa: BLE001 - the broker went away: the job's own queries will say so
             log.warning("warm-up cut short: cannot publish its transactions (%s)", str(error).splitlines()[0])
             published = 0
-        read = _drain(queries, published, drain_s)
-        log.info("warmed up: %d sample transactions through %s in %.1f s", published,
-                 ", ".join(f"{q.name} ({read[q.name]} read, {_batches_text(q)})" for q in queries),
+        read = _drain(queries, published, drain_s, interrupted)
+        why = interrupted()
+        log.info("warmed up%s: %d sample transactions through %s in %.1f s", f" (cut short: {why})" if why else "",
+                 published, ", ".join(f"{q.name} ({read[q.name]} read, {_batches_text(q)})" for q in queries),
                  time.monotonic() - started)
         return read
     finally:
@@ -107,11 +115,14 @@ def warm_up(spark, plans: Sequence, detectors: Sequence, settings, options, seco
         if not keep_topics:
             _delete_topics(rehearsal, [t.name for t in topics])
         _delete(spark, checkpoints)
+        for plan in plans:                        # the writers' stats (spark_job.alert_writer)
+            stats_path(settings, query_names.rehearsal(plan.name)).unlink(missing_ok=True)
 
 
-def _publish(settings, queries, seconds: float) -> int:
+def _publish(settings, queries, seconds: float, interrupted: Callable[[], str | None]) -> int:
     """Sample transactions to the rehearsal's topic at ``PACE_PER_S`` until ``seconds`` are up and one round
-    of them is out (every pattern, however slow the machine), or every rehearsal query has failed; how many."""
+    of them is out (every pattern, however slow the machine), every rehearsal query has failed, or it is
+    interrupted; how many."""
     from common.kafka_io import json_bytes, make_producer
 
     producer = make_producer(settings)
@@ -120,7 +131,8 @@ def _publish(settings, queries, seconds: float) -> int:
     sent, one_round = 0, len(first)
     deadline = time.monotonic() + seconds
     try:
-        while (time.monotonic() < deadline or sent < one_round) and any(q.isActive for q in queries):
+        while ((time.monotonic() < deadline or sent < one_round) and any(q.isActive for q in queries)
+               and not interrupted()):
             tick = time.monotonic()
             for _ in range(PACE_PER_S // 10):
                 txn = next(source)
@@ -133,7 +145,7 @@ def _publish(settings, queries, seconds: float) -> int:
     return sent
 
 
-def _drain(queries, published: int, drain_s: float) -> dict[str, int]:
+def _drain(queries, published: int, drain_s: float, interrupted: Callable[[], str | None]) -> dict[str, int]:
     """Wait (at most ``drain_s``) until every active rehearsal query has read all ``published``
     transactions; per query, how many it read."""
     from spark_job.progress import summarize_progress
@@ -143,7 +155,8 @@ def _drain(queries, published: int, drain_s: float) -> dict[str, int]:
         return summarize_progress(json.loads(progress.json))["end_offset_total"] if progress else 0
 
     deadline = time.monotonic() + drain_s
-    while time.monotonic() < deadline and any(q.isActive and read(q) < published for q in queries):
+    while (time.monotonic() < deadline and any(q.isActive and read(q) < published for q in queries)
+           and not interrupted()):
         time.sleep(0.2)
     return {q.name: read(q) for q in queries}
 
@@ -186,9 +199,14 @@ def _delete_topics(settings, names: list[str]) -> None:
 
 def _delete(spark, checkpoints: str) -> None:
     """Remove the rehearsal's checkpoints, on whatever file system they are (Hadoop's API, as Spark wrote them)."""
-    jvm = spark._jvm
-    path = jvm.org.apache.hadoop.fs.Path(checkpoints)
+    from common.settings import local_folder
+
     try:
+        path = spark._jvm.org.apache.hadoop.fs.Path(checkpoints)
         path.getFileSystem(spark._jsc.hadoopConfiguration()).delete(path, True)
-    except Exception as error:  # noqa: BLE001
-        log.warning("warm-up: could not delete %s: %s", checkpoints, error)
+    except Exception as error:  # noqa: BLE001 - e.g. a stop signal reached the JVM first
+        folder = local_folder(checkpoints)
+        if folder is None:
+            log.warning("warm-up: could not delete %s: %s", checkpoints, error)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)

@@ -28,7 +28,7 @@ from common.kafka_admin import admin_client
 from common.settings import Settings
 from common.waiting import wait_until
 from deploy import cluster
-from demo.diamond import LocalDiamond, Traffic
+from demo.diamond import DETECTOR_JOBS, STANDBY, LocalDiamond, Traffic
 from demo.drain import MarkerCounter
 from tests.e2e.chaos import ChaosPlan, ChaosResult, ChaosRun, Say, _every_writer_committed
 
@@ -113,7 +113,7 @@ class ClusterDiamond(LocalDiamond):
     def __init__(self, cluster_base: Settings, *args, **kwargs):
         super().__init__(cluster.cluster_settings(cluster_base), *args, **kwargs)
         self.cluster = cluster_base
-        self.services = ("detectors", *ENRICHERS, "cases", "dashboard")
+        self.services = ("detectors", *ENRICHERS, "cases", "dashboard", *((STANDBY,) if STANDBY in self.services else ()))
         # Metrics endpoints are not what this run tests, and two enrichers on one host would share a port.
         self.env = {**cluster.cluster_settings(self.settings).to_env(), "FRAUD_METRICS_ENABLED": "false"}
 
@@ -121,7 +121,8 @@ class ClusterDiamond(LocalDiamond):
         self.say(f"cluster: brokers {self.base.kafka_bootstrap}, master {self.base.spark_master}")
 
     def start_services(self) -> None:
-        self.group.start("detectors", ["-m", "deploy", "cluster-submit", "--", *self.detectors], self.env)
+        for name in DETECTOR_JOBS if STANDBY in self.services else ("detectors",):
+            self.group.start(name, ["-m", "deploy", "cluster-submit", "--", *self.detectors], self.env)
         for name in ENRICHERS:
             self.group.start(name, ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
         self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)

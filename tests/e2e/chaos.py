@@ -80,6 +80,7 @@ DOWNSTREAM_TIMEOUT_S = 900.0      # enricher and case manager catching up after 
 RECOVERY_TIMEOUT_S = 420.0        # a restarted Spark job on 2 shared cores: JVM start, 6 queries, catch-up
 PROBE_EVERY_S = 3.0
 STANDBY_READY_S = 300.0           # a restarted standby: JVM start, rehearsal (its drain up to 60 s)
+START_WITH_PARAMS_FAILED = "start with new parameters failed"    # spark_job.job.JobQueries.apply_params
 MORE_ALERTS_S = 15.0              # the detector job is killed after a few more alert records, or after this
 PROBE_EVENT_TIME = "2001-01-01T00:00:00.000Z"   # behind every watermark, inside the contract
 PRODUCER_GRACE_S = 600.0          # beyond the count's time at the plan's rate: a loaded machine publishes slower
@@ -128,7 +129,7 @@ PLANS = {
     # cold restart's first minute is the backlog's, docs/chaos.md).
     "full": ChaosPlan("full", _traffic(205_000, 10_000, rate=250),
                       ("detectors", "garbage", "enricher", "detectors", "broker", "detectors", "cases",
-                       "detectors", "redis_outage", "detectors", "redis_kill"), garbage=20_000,
+                       "params_broker", "detectors", "redis_outage", "detectors", "redis_kill"), garbage=20_000,
                       standby=True, warmup_s=30.0),
     # make chaos PLAN=flood: the worst moment for a kill. The detector job is killed right after the flood of
     # broken records, inside the batch that holds it, which the standby must run again as planned before
@@ -299,6 +300,7 @@ class ChaosRun:
         self.records: list[FaultRecord] = []
         self.unexpected_deaths: list[str] = []
         self.probes = 0
+        self.params_changes = 0                     # parameter changes made by params_broker so far
         self.started = 0.0
         self.first_offsets: dict[int, int] = {}
         self.garbage: dict[tuple[int, int], tuple[str, str]] = {}   # (partition, offset) -> (kind, reason)
@@ -464,6 +466,61 @@ class ChaosRun:
         self._record("broker", "stop (SIGTERM) until a detector query fails, start", at, published,
                      restarted - stopped, recovery, "until detectors commit and a probe alert is enriched and cased")
         self.records[-1].restarted_at = restarted_at
+
+    def _fault_params_broker(self) -> None:
+        """A parameter change whose restart meets a broker outage: ``params set`` commits a new double_swipe
+        version and the broker stops at once, while the job restarts the query that runs it (its new writer
+        cannot open then). The query must be restarted under the policy once the broker is back, never left
+        stopped (spark_job.supervision). A longer pair gap, by a second each time: the stream's double
+        swipes are seconds apart, so the expected alerts do not change."""
+        at, published = self._elapsed(), self._published()
+        self.params_changes += 1
+        version_before = self._params_version("double_swipe")
+        failed_starts = self._detector_log_lines(START_WITH_PARAMS_FAILED)
+        failures_before = self._detector_query_failures()
+        self.diamond.run_to_end("params-set", ["-m", "detectors", "params", "set", "double_swipe",
+                                               f"max_gap_seconds={60 + self.params_changes}",
+                                               "--reason", "chaos: a change during a broker outage"], timeout=120)
+        broker = local_stack.KafkaBroker(self.base)
+        stopped = time.monotonic()
+        broker.stop()
+        try:
+            wait_until(lambda: self._detector_query_failures() > failures_before
+                       or self._detector_log_lines(START_WITH_PARAMS_FAILED) > failed_starts,
+                       self.plan.broker_down_s, "the restart with new parameters to fail on the missing broker",
+                       interval=0.5)
+        except TimeoutError:
+            pass
+        restarted, restarted_at = time.monotonic(), time.time()
+        broker.up()
+        markers = MarkerCounter(self.settings, self.diamond.writer_ids())
+        recovery = self._until(lambda: _every_writer_committed(markers)
+                               and self._params_version("double_swipe") > version_before,
+                               "every detector query to commit, double_swipe with its new parameters",
+                               probe=self._probe_transaction)
+        markers.close()
+        hit = self._detector_log_lines(START_WITH_PARAMS_FAILED) > failed_starts
+        self._record("params_broker", "params set double_swipe, then stop (SIGTERM) the broker until a detector "
+                     "query fails, start", at, published, restarted - stopped, recovery,
+                     "the restart with new parameters failed on the outage and was retried" if hit else
+                     "the job restarted the query before the broker stopped; a query failed on the outage")
+        self.records[-1].restarted_at = restarted_at
+
+    def _params_version(self, detector: str) -> int:
+        """The parameter version the job says ``detector`` runs (the dashboard's ``{ns}:params``), 0 if none."""
+        from common.redis_clients import redis_client
+        from common.redis_keys import RedisKeys
+
+        client = redis_client(self.settings)
+        try:
+            entry = client.hget(RedisKeys(self.settings.sinks_namespace).params, detector)
+        finally:
+            client.close()
+        return json.loads(entry)["version"] if entry else 0
+
+    def _detector_log_lines(self, text: str) -> int:
+        logs = [child.log_path for name, child in self.diamond.group.children.items() if name in DETECTOR_JOBS]
+        return sum(1 for log in logs for line in log.read_text(errors="replace").splitlines() if text in line)
 
     def _detector_query_failures(self) -> int:
         """Queries the detector job has reported failed so far (``spark_job.supervision.supervise`` logs them)."""

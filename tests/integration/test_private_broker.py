@@ -1,5 +1,6 @@
 import threading
 
+from common.kafka_clients import kafka_unreachable
 from common.kafka_io import make_producer, read_topic
 from common.waiting import wait_until
 from spark_job.live_params import follow_params
@@ -7,12 +8,15 @@ from spark_job.live_params import follow_params
 
 def test_a_private_broker_survives_a_restart_with_its_data_and_a_standby_waits_for_it(private_broker):
     """What a standby detector job does when the broker is away as it starts, or goes away while it starts
-    (spark_job.job.run): it waits, and reads the detectors' parameters once the broker is back."""
+    (spark_job.job.run): it waits, and reads the detectors' parameters once the broker is back. Meanwhile the
+    supervisor's question, whether no broker answers (a failure then is not counted), says yes."""
     s = private_broker.settings
     producer = make_producer(s)
     producer.send(s.topic_transactions, key="card-a", value=b"one").get(timeout=30)
     producer.close()
+    assert not kafka_unreachable(s)
     private_broker.broker.stop()
+    assert kafka_unreachable(s, timeout=2)
     said: list[str] = []
     result: dict[str, object] = {}
 

@@ -64,7 +64,55 @@ def test_a_standby_that_is_stopped_does_not_lead(tmp_path):
     leader.release()
 
 
-def test_a_root_on_another_file_system_has_no_lock(tmp_path):
+def test_a_root_on_another_file_system_or_shared_between_hosts_is_led_through_kafka(tmp_path):
+    from common.settings import Settings, SettingsError
+    from spark_job.leadership import KafkaLease, lease_group, leadership_for
+
+    settings = Settings()
     assert lock_path("s3a://bucket/checkpoints") is None
-    assert Leadership("hdfs://nn/checkpoints").lead(lambda: True) is True
     assert lock_path(f"file://{tmp_path}") == tmp_path / LOCK_FILE
+    assert isinstance(leadership_for(settings, "hdfs://nn/checkpoints"), KafkaLease)
+    assert isinstance(leadership_for(settings, tmp_path), Leadership)
+    assert isinstance(leadership_for(settings.replace(leader_lease="kafka"), tmp_path), KafkaLease)
+    with pytest.raises(SettingsError, match="FRAUD_LEADER_LEASE: expected one of auto, kafka, got 'nfs'"):
+        leadership_for(settings.replace(leader_lease="nfs"), tmp_path)
+    # one group per root, scoped like the writers' transactional ids
+    assert lease_group(settings, "s3a://a/cp") != lease_group(settings, "s3a://b/cp")
+    assert lease_group(settings, "s3a://a/cp").startswith(f"fraud-leader.{settings.topic_alerts}.")
+
+
+class _Member:
+    def __init__(self, member_id: str, given_in: int):
+        from types import SimpleNamespace
+
+        self.member_id = member_id
+        self.metadata = SimpleNamespace(topics=["detectors.leader"], user_data=str(given_in).encode())
+
+
+def _winner(*members: _Member) -> list[str]:
+    from spark_job.leadership import keep_the_holder
+
+    assignment = keep_the_holder().assign(None, list(members))
+    return [member for member, given in assignment.items() if given.partitions()]
+
+
+def test_the_lease_stays_with_its_holder_and_a_member_replaced_while_away_does_not_win_it_back():
+    assert _winner(_Member("z", 3), _Member("a", -1)) == ["z"]              # a newcomer does not take it
+    assert _winner(_Member("b", -1)) == ["b"]                               # the holder gone: the one left
+    assert _winner(_Member("b", -1), _Member("a", -1)) == ["a"]             # free: the first by id
+    assert _winner(_Member("old", 1), _Member("new", 3)) == ["new"]         # old was replaced in generation 3
+
+
+def test_a_member_claims_the_generation_it_was_first_given_the_lease_in():
+    from types import SimpleNamespace
+
+    from spark_job.leadership import keep_the_holder
+
+    assignor = keep_the_holder()
+    claim = lambda: int(assignor.metadata({"detectors.leader"}).user_data)      # noqa: E731
+    assert claim() == -1
+    assignor.on_assignment(SimpleNamespace(partitions=lambda: ["p0"]), 4)
+    assignor.on_assignment(SimpleNamespace(partitions=lambda: ["p0"]), 5)
+    assert claim() == 4
+    assignor.on_assignment(SimpleNamespace(partitions=lambda: []), 6)
+    assert claim() == -1

@@ -23,6 +23,13 @@ def test_failures_older_than_the_window_are_forgotten():
     assert policy.next_attempt("q", 110) == 111
 
 
+def test_failures_while_no_broker_answers_are_not_counted():
+    policy = RestartPolicy(max_failures=1, first_backoff_s=1, outage_retry_s=5)
+    assert [policy.next_attempt("q", t, broker_away=True) for t in range(0, 100, 10)] == list(range(5, 105, 10))
+    assert policy.next_attempt("q", 100) == 101        # the first counted failure: the first back-off
+    assert policy.next_attempt("q", 102) is None
+
+
 class _Query:
     def __init__(self, name: str, active: bool = True):
         self.name, self.isActive = name, active
@@ -82,3 +89,26 @@ def test_a_query_that_cannot_start_at_all_is_given_up_and_counted():
     failed = supervise(_Spark(), [FailedStart("ml", "start failed: the checkpoint does not fit")], restart,
                        policy=RestartPolicy(max_failures=2, first_backoff_s=1), poll_seconds=0, clock=_Clock())
     assert failed == 1
+
+
+def test_a_query_is_never_given_up_while_no_broker_answers_and_restarts_when_one_does():
+    """A takeover, or a restart after new parameters, during a broker outage longer than the policy allows
+    failures: the query waits for the broker instead of being given up (and the job with it)."""
+    from spark_job.supervision import FailedStart, supervise
+
+    outage, restarted = {"failed restarts": 0}, []
+
+    def away() -> bool:
+        return outage["failed restarts"] < 20
+
+    def restart(name, error):
+        if away():
+            outage["failed restarts"] += 1
+            raise RuntimeError("KafkaTimeoutError: Failed to update metadata")
+        restarted.append(name)
+        return [_Query(name)]
+
+    failed = supervise(_Spark(), [FailedStart("rules", "start failed: KafkaTimeoutError")], restart,
+                       until=lambda: bool(restarted), policy=RestartPolicy(max_failures=2, first_backoff_s=1),
+                       poll_seconds=0, clock=_Clock(), broker_away=away)
+    assert (failed, restarted, outage["failed restarts"]) == (0, ["rules"], 20)
