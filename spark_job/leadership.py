@@ -215,25 +215,31 @@ def keep_the_holder():
 
     class KeepTheHolder(AbstractPartitionAssignor):
         """Partition 0 stays with the member that was given it last (each member says in its subscription
-        the generation it was given it in: a member replaced while it was away claims an older one), and
-        goes to the first member by id when none holds it; the others get nothing. Kafka's sticky assignors
-        move it less predictably (kafka-python's cooperative one once assigned it to no one)."""
+        the generation it was given it in: a member replaced while it was away claims an older one); when
+        none holds it, it goes to the member that has waited longest (a warm standby, not a job restarted
+        after the leader's death that joins in the same rebalance). The others get nothing. Kafka's sticky
+        assignors move it less predictably (kafka-python's cooperative one once assigned it to no one)."""
 
         name, version = "fraud-lease", 0
 
         def __init__(self):
             self.given_in = -1                  # the generation this member was given the partition in
+            self.waiting_since_ms = time.time_ns() // 1_000_000
 
         def assign(self, cluster, members):
-            claims = {m.member_id: int(m.metadata.user_data or b"-1") for m in members}
-            winner = max(sorted(claims), key=lambda member: claims[member]) if claims else None
+            def claim(member):
+                given_in, since = (member.metadata.user_data or b"-1,0").decode().split(",")
+                return int(given_in), -int(since), member.member_id == min(m.member_id for m in members)
+
+            winner = max(members, key=claim).member_id if members else None
             topics = {topic for m in members for topic in m.metadata.topics}
             return {m.member_id: ConsumerProtocolAssignment(
                         self.version, [(topic, [0]) for topic in sorted(topics)] if m.member_id == winner else [],
                         b"") for m in members}
 
         def metadata(self, topics):
-            return ConsumerProtocolSubscription(self.version, list(topics), str(self.given_in).encode())
+            return ConsumerProtocolSubscription(self.version, list(topics),
+                                                f"{self.given_in},{self.waiting_since_ms}".encode())
 
         def on_assignment(self, assignment, generation):
             if not assignment.partitions():

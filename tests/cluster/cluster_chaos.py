@@ -28,7 +28,7 @@ from common.kafka_admin import admin_client
 from common.settings import Settings
 from common.waiting import wait_until
 from deploy import cluster
-from demo.diamond import DETECTOR_JOBS, STANDBY, LocalDiamond, Traffic
+from demo.diamond import SERVICE_START_TIMEOUT, STANDBY, LocalDiamond, Traffic
 from demo.drain import MarkerCounter
 from tests.e2e.chaos import ChaosPlan, ChaosResult, ChaosRun, Say, _every_writer_committed
 
@@ -121,8 +121,14 @@ class ClusterDiamond(LocalDiamond):
         self.say(f"cluster: brokers {self.base.kafka_bootstrap}, master {self.base.spark_master}")
 
     def start_services(self) -> None:
-        for name in DETECTOR_JOBS if STANDBY in self.services else ("detectors",):
-            self.group.start(name, ["-m", "deploy", "cluster-submit", "--", *self.detectors], self.env)
+        submit = ["-m", "deploy", "cluster-submit", "--", *self.detectors]
+        leader = self.group.start("detectors", submit, self.env)
+        if STANDBY in self.services:
+            # A standalone master gives its cores to the application registered first: a standby started
+            # with the leader may hold them all while the leader waits (docs/deployment.md).
+            wait_until(lambda: self.check_services() or " spark_job: running " in leader.output(),
+                       SERVICE_START_TIMEOUT, "the leading detector job to run its queries", interval=0.5)
+            self.group.start(STANDBY, submit, self.env)
         for name in ENRICHERS:
             self.group.start(name, ["-m", "sinks.enricher", "worker", "--without-web", "-l", "warn"], self.env)
         self.group.start("cases", ["-m", "sinks.cases", "worker", "--without-web", "-l", "warn"], self.env)

@@ -82,11 +82,11 @@ def test_a_root_on_another_file_system_or_shared_between_hosts_is_led_through_ka
 
 
 class _Member:
-    def __init__(self, member_id: str, given_in: int):
+    def __init__(self, member_id: str, given_in: int, waiting_since_ms: int = 0):
         from types import SimpleNamespace
 
         self.member_id = member_id
-        self.metadata = SimpleNamespace(topics=["detectors.leader"], user_data=str(given_in).encode())
+        self.metadata = SimpleNamespace(topics=["detectors.leader"], user_data=f"{given_in},{waiting_since_ms}".encode())
 
 
 def _winner(*members: _Member) -> list[str]:
@@ -97,10 +97,12 @@ def _winner(*members: _Member) -> list[str]:
 
 
 def test_the_lease_stays_with_its_holder_and_a_member_replaced_while_away_does_not_win_it_back():
-    assert _winner(_Member("z", 3), _Member("a", -1)) == ["z"]              # a newcomer does not take it
+    assert _winner(_Member("z", 3, 900), _Member("a", -1, 100)) == ["z"]    # a newcomer does not take it
     assert _winner(_Member("b", -1)) == ["b"]                               # the holder gone: the one left
-    assert _winner(_Member("b", -1), _Member("a", -1)) == ["a"]             # free: the first by id
-    assert _winner(_Member("old", 1), _Member("new", 3)) == ["new"]         # old was replaced in generation 3
+    # The holder gone: the standby that has waited since 100, not the job restarted at 900 (id "a")
+    assert _winner(_Member("b", -1, 100), _Member("a", -1, 900)) == ["b"]
+    assert _winner(_Member("b", -1, 100), _Member("a", -1, 100)) == ["a"]   # a tie: the first by id
+    assert _winner(_Member("old", 1), _Member("new", 3, 500)) == ["new"]    # old was replaced in generation 3
 
 
 def test_a_member_claims_the_generation_it_was_first_given_the_lease_in():
@@ -109,7 +111,7 @@ def test_a_member_claims_the_generation_it_was_first_given_the_lease_in():
     from spark_job.leadership import keep_the_holder
 
     assignor = keep_the_holder()
-    claim = lambda: int(assignor.metadata({"detectors.leader"}).user_data)      # noqa: E731
+    claim = lambda: int(assignor.metadata({"detectors.leader"}).user_data.split(b",")[0])      # noqa: E731
     assert claim() == -1
     assignor.on_assignment(SimpleNamespace(partitions=lambda: ["p0"]), 4)
     assignor.on_assignment(SimpleNamespace(partitions=lambda: ["p0"]), 5)
