@@ -141,10 +141,7 @@ class KafkaLease:
             return False
         try:
             consumer = self._joined()
-            deadline = time.monotonic() + wait_s
-            consumer.poll(timeout_ms=0)         # heartbeats, joins, takes part in a rebalance; no records
-            while not consumer._coordinator.stable() and time.monotonic() < deadline:    # joined: assigned or not
-                consumer.poll(timeout_ms=200)
+            _settle(consumer, wait_s)           # joined: assigned the partition or not
         except (KafkaError, KafkaConnectError) as error:
             log.warning("the lease of %s cannot be asked for now: %s", self.root, str(error).splitlines()[0])
             return False
@@ -164,9 +161,7 @@ class KafkaLease:
             return False
         try:
             consumer.poll(timeout_ms=poll_ms)       # heartbeats; takes part in a rebalance another member began
-            settle = time.monotonic() + self.session_timeout_ms / 1000
-            while not consumer._coordinator.stable() and time.monotonic() < settle:
-                consumer.poll(timeout_ms=200)       # a rebalance revokes every partition before it assigns them
+            _settle(consumer, self.session_timeout_ms / 1000)   # a rebalance revokes the partition before it assigns it
         except Exception as error:  # noqa: BLE001 - the coordinator's word decides below
             log.warning("the lease of %s: %s", self.root, str(error).splitlines()[0])
         now = time.monotonic()
@@ -208,6 +203,15 @@ class KafkaLease:
         self._admin_client = None
 
 
+def _settle(consumer, within_s: float) -> None:
+    """Poll (heartbeats, the join, a rebalance; the topic has no records) until the group is stable, at most
+    ``within_s``."""
+    deadline = time.monotonic() + within_s
+    consumer.poll(timeout_ms=0)
+    while not consumer._coordinator.stable() and time.monotonic() < deadline:
+        consumer.poll(timeout_ms=200)
+
+
 def keep_the_holder():
     """The lease's partition assignor (an instance: each consumer's own)."""
     from kafka.coordinator.assignors.abstract import AbstractPartitionAssignor
@@ -227,9 +231,11 @@ def keep_the_holder():
             self.waiting_since_ms = time.time_ns() // 1_000_000
 
         def assign(self, cluster, members):
+            first = min((m.member_id for m in members), default=None)
+
             def claim(member):
                 given_in, since = (member.metadata.user_data or b"-1,0").decode().split(",")
-                return int(given_in), -int(since), member.member_id == min(m.member_id for m in members)
+                return int(given_in), -int(since), member.member_id == first
 
             winner = max(members, key=claim).member_id if members else None
             topics = {topic for m in members for topic in m.metadata.topics}

@@ -32,8 +32,7 @@ assert lease.try_lead()
 print("holding", flush=True)
 while True:                    # what the job's supervision asks every round, and when it began to ask
     asked_at = time.monotonic()
-    print("held" if lease.held() else "lost", asked_at, flush=True)
-    time.sleep(0.2)
+    print("held" if lease.held(poll_ms=200) else "lost", asked_at, flush=True)   # its poll paces the loop
 """
 
 
